@@ -1,0 +1,236 @@
+/*
+ * caibridge: zero-copy translation between the CUDA Array Interface (CAI)
+ * and DLPack.
+ *
+ * The core has no Python dependency.  Every function returns 0 (CAI_OK) or a
+ * negative cai_status, and fills an optional caller-owned cai_error_t with a
+ * message that names the field and the rule broken.  There is no global error
+ * state, so every function may be called from any thread.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#ifndef CAIBRIDGE_H
+#define CAIBRIDGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <caibridge/dlpack.h>
+
+#if !defined(DLPACK_MAJOR_VERSION) || DLPACK_MAJOR_VERSION < 1
+#error "caibridge needs the DLPack 1.x ABI; an older dlpack.h was included first"
+#endif
+
+#define CAIBRIDGE_VERSION_MAJOR 0
+#define CAIBRIDGE_VERSION_MINOR 1
+#define CAIBRIDGE_VERSION_PATCH 0
+#define CAIBRIDGE_VERSION_STRING "0.1.0"
+
+/* The DLPack version this ABI was declared for (and that we produce). */
+#define CAIBRIDGE_DLPACK_MAJOR 1
+#define CAIBRIDGE_DLPACK_MINOR 3
+
+#if defined(_WIN32)
+#  if defined(CAIBRIDGE_BUILDING)
+#    define CAI_API __declspec(dllexport)
+#  else
+#    define CAI_API __declspec(dllimport)
+#  endif
+#elif defined(__GNUC__) && defined(CAIBRIDGE_BUILDING)
+#  define CAI_API __attribute__((visibility("default")))
+#else
+#  define CAI_API
+#endif
+
+#if defined(__GNUC__)
+#  define CAI_WUR __attribute__((warn_unused_result))
+#  define CAI_NONNULL(...) __attribute__((nonnull(__VA_ARGS__)))
+#else
+#  define CAI_WUR
+#  define CAI_NONNULL(...)
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Most dimensions a descriptor may have (NumPy 2 allows 64, so do we). */
+#define CAI_MAX_NDIM 64
+
+/* Longest typestr we format, with its terminating NUL ("<c16"). */
+#define CAI_TYPESTR_MAX 8
+
+/* Stream values of the DLPack protocol and of CAI v3. */
+#define CAI_STREAM_LEGACY ((intptr_t)1)     /* cudaStreamLegacy */
+#define CAI_STREAM_PER_THREAD ((intptr_t)2) /* cudaStreamPerThread */
+#define CAI_STREAM_NO_SYNC ((intptr_t)-1)   /* consumer: do not order */
+
+typedef enum cai_status {
+    CAI_OK = 0,
+    CAI_EINVAL = -1,       /* malformed descriptor or argument */
+    CAI_EUNSUPPORTED = -2, /* well-formed, but the target cannot express it */
+    CAI_ENOMEM = -3,       /* allocation failed */
+    CAI_EREADONLY = -4,    /* read-only data asked for as a legacy tensor */
+    CAI_EVERSION = -5,     /* DLPack major version newer than ours */
+    CAI_ENOCUDA = -6,      /* no usable CUDA runtime or driver */
+    CAI_ECUDA = -7         /* a CUDA runtime call failed */
+} cai_status;
+
+/* Filled on failure; status is 0 on success.  field is "" when none applies. */
+typedef struct cai_error {
+    int status;
+    char field[32];
+    char message[224];
+} cai_error_t;
+
+/*
+ * A CAI (or NumPy __array_interface__) descriptor in C.
+ *
+ * data already includes any byte offset.  strides are in bytes and are read
+ * only when has_strides is set; otherwise the layout is C-contiguous.
+ * device.device_type == 0 means "not known yet": cai_cuda_locate() fills it
+ * for CAI pointers, and host arrays use kDLCPU.
+ */
+typedef struct cai_desc {
+    void *data;
+    int readonly;
+    int ndim;
+    int version;     /* CAI / array-interface version, 0..3 */
+    int has_strides; /* 0: strides absent or None (C-contiguous) */
+    int has_mask;    /* a non-None mask entry; always refused */
+    int has_stream;  /* 0: stream absent or None */
+    intptr_t stream; /* the producer's stream when has_stream */
+    DLDataType dtype;
+    DLDevice device;
+    int64_t shape[CAI_MAX_NDIM];
+    int64_t strides[CAI_MAX_NDIM];
+} cai_desc_t;
+
+/* Called exactly once with the owner passed to a conversion. */
+typedef void (*cai_release_fn)(void *owner);
+
+/* Options for the conversions to DLPack. */
+enum {
+    /* Export read-only data as a legacy tensor anyway (the caller opted in). */
+    CAI_OPT_LEGACY_READONLY_OK = 1u << 0,
+    /* Set DLPACK_FLAG_BITMASK_IS_COPIED: the data is a copy made for this. */
+    CAI_OPT_IS_COPIED = 1u << 1
+};
+
+/* The library's version, "MAJOR.MINOR.PATCH", a static string. */
+CAI_API const char *cai_version(void);
+
+/* The short English name of a status ("invalid descriptor"), a static string. */
+CAI_API const char *cai_status_name(int status);
+
+/* Reads typestr (len bytes, no NUL needed) into *out; nothing is allocated. */
+CAI_API int cai_typestr_parse(const char *typestr, size_t len, DLDataType *out,
+                              cai_error_t *err) CAI_WUR CAI_NONNULL(1, 3);
+
+/* Writes dtype's NUL-terminated typestr into out, which the caller owns. */
+CAI_API int cai_typestr_format(DLDataType dtype, char out[CAI_TYPESTR_MAX],
+                               cai_error_t *err) CAI_WUR CAI_NONNULL(2);
+
+/* Bytes per element of dtype, or 0 when it is not whole bytes. */
+CAI_API int64_t cai_dtype_itemsize(DLDataType dtype);
+
+/* Writes ndim element strides into out (caller-owned); refuses any byte
+ * stride that is not a multiple of itemsize on a dimension longer than 1. */
+CAI_API int cai_strides_bytes_to_elements(int ndim, const int64_t *shape,
+                                          const int64_t *bytes,
+                                          int64_t itemsize, int64_t *out,
+                                          cai_error_t *err) CAI_WUR;
+
+/* Writes ndim byte strides into out (caller-owned), refusing overflow. */
+CAI_API int cai_strides_elements_to_bytes(int ndim, const int64_t *elements,
+                                          int64_t itemsize, int64_t *out,
+                                          cai_error_t *err) CAI_WUR;
+
+/* 1 when byte strides (NULL: none given) describe a C-contiguous layout. */
+CAI_API int cai_is_c_contiguous(int ndim, const int64_t *shape,
+                                const int64_t *strides_bytes, int64_t itemsize);
+
+/* Checks every rule a descriptor must follow to be converted; reads only. */
+CAI_API int cai_desc_validate(const cai_desc_t *desc, cai_error_t *err)
+    CAI_WUR CAI_NONNULL(1);
+
+/*
+ * Builds a DLManagedTensorVersioned that views desc's memory.  The owner is
+ * always consumed: on success the tensor's deleter calls release(owner) once,
+ * and on failure release(owner) is called once before this returns.  The
+ * tensor, its shape and its strides are one allocation freed by its deleter.
+ */
+CAI_API int cai_desc_to_dlpack_versioned(const cai_desc_t *desc,
+                                         unsigned options, void *owner,
+                                         cai_release_fn release,
+                                         DLManagedTensorVersioned **out,
+                                         cai_error_t *err)
+    CAI_WUR CAI_NONNULL(1, 5);
+
+/*
+ * Builds a legacy DLManagedTensor that views desc's memory, with the same
+ * ownership as cai_desc_to_dlpack_versioned.  Read-only data fails with
+ * CAI_EREADONLY unless options has CAI_OPT_LEGACY_READONLY_OK.
+ */
+CAI_API int cai_desc_to_dlpack(const cai_desc_t *desc, unsigned options,
+                               void *owner, cai_release_fn release,
+                               DLManagedTensor **out, cai_error_t *err)
+    CAI_WUR CAI_NONNULL(1, 5);
+
+/* Describes a borrowed DLTensor in *out; the tensor stays the caller's. */
+CAI_API int cai_desc_from_dltensor(const DLTensor *tensor, cai_desc_t *out,
+                                   cai_error_t *err) CAI_WUR CAI_NONNULL(1, 2);
+
+/*
+ * Describes a borrowed versioned tensor in *out; the tensor stays owned by
+ * the caller, who must still call its deleter.  A major version above ours
+ * fails with CAI_EVERSION after reading nothing but the version.
+ */
+CAI_API int cai_desc_from_dlpack_versioned(const DLManagedTensorVersioned *t,
+                                           cai_desc_t *out, cai_error_t *err)
+    CAI_WUR CAI_NONNULL(1, 2);
+
+/* Describes a borrowed legacy tensor in *out; the tensor stays the caller's. */
+CAI_API int cai_desc_from_dlpack(const DLManagedTensor *t, cai_desc_t *out,
+                                 cai_error_t *err) CAI_WUR CAI_NONNULL(1, 2);
+
+/* ---- CUDA (runtime resolved at first use; see README "CUDA") ---- */
+
+/* 1 when this build has CUDA support compiled in. */
+CAI_API int cai_cuda_built(void);
+
+/*
+ * Loads the CUDA runtime if needed and writes its version (e.g. 13000) to
+ * *version.  Fails with CAI_ENOCUDA when no runtime can be loaded.
+ */
+CAI_API int cai_cuda_runtime_version(int *version, cai_error_t *err)
+    CAI_WUR CAI_NONNULL(1);
+
+/*
+ * Finds where ptr lives: device memory -> kDLCUDA and its own device,
+ * pinned host -> kDLCUDAHost 0, managed -> kDLCUDAManaged 0; unregistered
+ * host memory fails with CAI_EUNSUPPORTED.  A NULL ptr (zero-size array)
+ * takes the current device.  Nothing is allocated.
+ */
+CAI_API int cai_cuda_locate(const void *ptr, DLDevice *out, cai_error_t *err)
+    CAI_WUR CAI_NONNULL(2);
+
+/*
+ * Makes work on consumer_stream wait for work already queued on the
+ * producer's stream (CAI v3 "Synchronization"), without blocking the host.
+ * No CUDA call is made when the producer has no stream, when the consumer
+ * passes CAI_STREAM_NO_SYNC, or when both streams are the same.  A consumer
+ * stream of 0 is refused (CAI_EINVAL): both specs disallow it.
+ */
+CAI_API int cai_cuda_order(const cai_desc_t *producer, intptr_t consumer_stream,
+                           cai_error_t *err) CAI_WUR CAI_NONNULL(1);
+
+/* Blocks the host until all work queued on stream has finished. */
+CAI_API int cai_cuda_stream_synchronize(intptr_t stream, cai_error_t *err)
+    CAI_WUR;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CAIBRIDGE_H */

@@ -1,0 +1,1 @@
+# Filled in by its issue's work.

@@ -1,0 +1,105 @@
+/* The CAI side: the rules a descriptor must follow before it is converted. */
+#include <stdio.h>
+
+#include "internal.h"
+#include "desc.h"
+
+int cai_desc_check(const cai_desc_t *d, int64_t *elem_strides,
+                   cai_error_t *err)
+{
+    int64_t itemsize, count, lo = 0, hi = 0;
+    char name[32];
+    int i;
+
+    if (CAI_UNLIKELY(d->version < 0 || d->version > 3))
+        return cai_fail(err, CAI_EINVAL, "version",
+                        "version = %d: CAI versions 0 to 3 are understood",
+                        d->version);
+    if (CAI_UNLIKELY(d->ndim < 0 || d->ndim > CAI_MAX_NDIM))
+        return cai_fail(err, CAI_EINVAL, "shape",
+                        "shape has %d dimensions; at most %d are supported",
+                        d->ndim, CAI_MAX_NDIM);
+    if (CAI_UNLIKELY(d->has_mask))
+        return cai_fail(err, CAI_EUNSUPPORTED, "mask",
+                        "mask is not None, and DLPack has no masked arrays");
+    if (CAI_UNLIKELY(d->has_stream && d->stream == 0))
+        return cai_fail(err, CAI_EINVAL, "stream",
+                        "stream = 0 is disallowed by CAI v3 (ambiguous between "
+                        "None and the legacy default stream); use 1 or 2");
+    itemsize = cai_dtype_itemsize(d->dtype);
+    if (CAI_UNLIKELY(itemsize == 0))
+        return cai_fail(err, CAI_EUNSUPPORTED, "typestr",
+                        "type %s is not a whole number of bytes",
+                        cai_dtype_name(d->dtype, name));
+    for (i = 0; i < d->ndim; i++) {
+        if (CAI_UNLIKELY(d->shape[i] < 0)) {
+            snprintf(name, sizeof name, "shape[%d]", i);
+            return cai_fail(err, CAI_EINVAL, name,
+                            "shape[%d] = %lld is negative", i,
+                            (long long)d->shape[i]);
+        }
+    }
+    if (CAI_UNLIKELY(cai_element_count(d->ndim, d->shape, &count) != 0))
+        return cai_fail(err, CAI_EINVAL, "shape",
+                        "the number of elements overflows 64 bits");
+    if (CAI_UNLIKELY(count > 0 && d->data == NULL))
+        return cai_fail(err, CAI_EINVAL, "data",
+                        "data pointer is 0 but the array has %lld elements",
+                        (long long)count);
+
+    if (!d->has_strides) {
+        int64_t step = 1;
+
+        if (CAI_UNLIKELY(__builtin_mul_overflow(count, itemsize, &hi)))
+            return cai_fail(err, CAI_EINVAL, "shape",
+                            "the array's size in bytes overflows 64 bits");
+        for (i = d->ndim - 1; i >= 0; i--) {
+            elem_strides[i] = step;
+            /* Saturates only for zero-size arrays, whose strides are moot. */
+            if (d->shape[i] > 1 &&
+                __builtin_mul_overflow(step, d->shape[i], &step))
+                step = INT64_MAX;
+        }
+        return 0;
+    }
+
+    {
+        int rc = cai_strides_bytes_to_elements(d->ndim, d->shape, d->strides,
+                                               itemsize, elem_strides, err);
+        if (rc != 0)
+            return rc;
+    }
+    if (count == 0)
+        return 0;
+    /* The lowest and highest byte offsets reached must fit in 64 bits. */
+    for (i = 0; i < d->ndim; i++) {
+        int64_t span;
+
+        if (d->shape[i] <= 1)
+            continue;
+        if (CAI_UNLIKELY(__builtin_mul_overflow(d->strides[i], d->shape[i] - 1,
+                                                &span) ||
+                         (span < 0 ? __builtin_add_overflow(lo, span, &lo)
+                                   : __builtin_add_overflow(hi, span, &hi)))) {
+            snprintf(name, sizeof name, "strides[%d]", i);
+            return cai_fail(err, CAI_EINVAL, name,
+                            "the byte extent of the array overflows 64 bits "
+                            "at strides[%d]", i);
+        }
+    }
+    if (CAI_UNLIKELY(__builtin_add_overflow(hi, itemsize, &hi) ||
+                     __builtin_sub_overflow(hi, lo, &hi)))
+        return cai_fail(err, CAI_EINVAL, "strides",
+                        "the byte extent of the array overflows 64 bits");
+    return 0;
+}
+
+int cai_desc_validate(const cai_desc_t *desc, cai_error_t *err)
+{
+    int64_t scratch[CAI_MAX_NDIM];
+    int rc = cai_desc_check(desc, scratch, err);
+
+    if (rc == 0)
+        cai_ok(err);
+    return rc;
+}

@@ -1,0 +1,237 @@
+/* The DLPack side: descriptors to managed tensors and back. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "desc.h"
+
+/* One allocation: the tensor, the release callback, then shape and strides. */
+typedef struct {
+    DLManagedTensorVersioned tensor;
+    cai_release_fn release;
+    int64_t dims[];
+} versioned_block;
+
+typedef struct {
+    DLManagedTensor tensor;
+    cai_release_fn release;
+    int64_t dims[];
+} legacy_block;
+
+static void versioned_deleter(DLManagedTensorVersioned *self)
+{
+    versioned_block *b = (versioned_block *)self;
+    cai_release_fn release = b->release;
+    void *owner = self->manager_ctx;
+
+    free(b);
+    if (release != NULL)
+        release(owner);
+}
+
+static void legacy_deleter(DLManagedTensor *self)
+{
+    legacy_block *b = (legacy_block *)self;
+    cai_release_fn release = b->release;
+    void *owner = self->manager_ctx;
+
+    free(b);
+    if (release != NULL)
+        release(owner);
+}
+
+static int ndim_error(int ndim, cai_error_t *err)
+{
+    return cai_fail(err, CAI_EINVAL, "shape",
+                    "shape has %d dimensions; at most %d are supported", ndim,
+                    CAI_MAX_NDIM);
+}
+
+/* Fills t from desc, with shape and strides stored at dims (2 * ndim). */
+static int fill_tensor(const cai_desc_t *desc, DLTensor *t, int64_t *dims,
+                       cai_error_t *err)
+{
+    int rc;
+
+    if (CAI_UNLIKELY(desc->device.device_type == 0))
+        return cai_fail(err, CAI_EINVAL, "device",
+                        "the descriptor's device is not known; locate it "
+                        "(cai_cuda_locate) or give it explicitly");
+    rc = cai_desc_check(desc, dims + desc->ndim, err);
+    if (CAI_UNLIKELY(rc != 0))
+        return rc;
+    memcpy(dims, desc->shape, (size_t)desc->ndim * sizeof *dims);
+    t->data = desc->data;
+    t->device = desc->device;
+    t->ndim = desc->ndim;
+    t->dtype = desc->dtype;
+    /* DLPack 1.2: strides are never NULL when ndim > 0. */
+    t->shape = desc->ndim > 0 ? dims : NULL;
+    t->strides = desc->ndim > 0 ? dims + desc->ndim : NULL;
+    t->byte_offset = 0;
+    return 0;
+}
+
+int cai_desc_to_dlpack_versioned(const cai_desc_t *desc, unsigned options,
+                                 void *owner, cai_release_fn release,
+                                 DLManagedTensorVersioned **out,
+                                 cai_error_t *err)
+{
+    versioned_block *b;
+    int rc;
+
+    *out = NULL;
+    if (CAI_UNLIKELY(desc->ndim < 0 || desc->ndim > CAI_MAX_NDIM)) {
+        rc = ndim_error(desc->ndim, err);
+        goto fail;
+    }
+    b = malloc(sizeof *b + 2 * (size_t)desc->ndim * sizeof(int64_t));
+    if (CAI_UNLIKELY(b == NULL)) {
+        rc = cai_fail(err, CAI_ENOMEM, "", "cannot allocate a tensor of %d "
+                      "dimensions", desc->ndim);
+        goto fail;
+    }
+    rc = fill_tensor(desc, &b->tensor.dl_tensor, b->dims, err);
+    if (CAI_UNLIKELY(rc != 0)) {
+        free(b);
+        goto fail;
+    }
+    b->tensor.version.major = CAIBRIDGE_DLPACK_MAJOR;
+    b->tensor.version.minor = CAIBRIDGE_DLPACK_MINOR;
+    b->tensor.manager_ctx = owner;
+    b->tensor.deleter = versioned_deleter;
+    b->tensor.flags = (desc->readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : 0) |
+                      ((options & CAI_OPT_IS_COPIED)
+                           ? DLPACK_FLAG_BITMASK_IS_COPIED : 0);
+    b->release = release;
+    *out = &b->tensor;
+    return 0;
+
+fail:
+    if (release != NULL)
+        release(owner);
+    return rc;
+}
+
+int cai_desc_to_dlpack(const cai_desc_t *desc, unsigned options, void *owner,
+                       cai_release_fn release, DLManagedTensor **out,
+                       cai_error_t *err)
+{
+    legacy_block *b;
+    int rc;
+
+    *out = NULL;
+    if (CAI_UNLIKELY(desc->ndim < 0 || desc->ndim > CAI_MAX_NDIM)) {
+        rc = ndim_error(desc->ndim, err);
+        goto fail;
+    }
+    if (CAI_UNLIKELY(desc->readonly &&
+                     !(options & CAI_OPT_LEGACY_READONLY_OK))) {
+        rc = cai_fail(err, CAI_EREADONLY, "data",
+                      "the data is read-only and a legacy DLPack tensor "
+                      "cannot say so; ask for a versioned tensor or opt in "
+                      "to exporting read-only data as writable");
+        goto fail;
+    }
+    b = malloc(sizeof *b + 2 * (size_t)desc->ndim * sizeof(int64_t));
+    if (CAI_UNLIKELY(b == NULL)) {
+        rc = cai_fail(err, CAI_ENOMEM, "", "cannot allocate a tensor of %d "
+                      "dimensions", desc->ndim);
+        goto fail;
+    }
+    rc = fill_tensor(desc, &b->tensor.dl_tensor, b->dims, err);
+    if (CAI_UNLIKELY(rc != 0)) {
+        free(b);
+        goto fail;
+    }
+    b->tensor.manager_ctx = owner;
+    b->tensor.deleter = legacy_deleter;
+    b->release = release;
+    *out = &b->tensor;
+    return 0;
+
+fail:
+    if (release != NULL)
+        release(owner);
+    return rc;
+}
+
+int cai_desc_from_dltensor(const DLTensor *t, cai_desc_t *out,
+                           cai_error_t *err)
+{
+    char typestr[CAI_TYPESTR_MAX];
+    int64_t itemsize;
+    int rc, i;
+
+    if (CAI_UNLIKELY(t->ndim < 0 || t->ndim > CAI_MAX_NDIM))
+        return cai_fail(err, t->ndim < 0 ? CAI_EINVAL : CAI_EUNSUPPORTED,
+                        "ndim", "ndim = %d; 0 to %d dimensions are supported",
+                        (int)t->ndim, CAI_MAX_NDIM);
+    if (CAI_UNLIKELY(t->ndim > 0 && t->shape == NULL))
+        return cai_fail(err, CAI_EINVAL, "shape",
+                        "shape is NULL for a tensor of %d dimensions",
+                        (int)t->ndim);
+    rc = cai_typestr_format(t->dtype, typestr, err);
+    if (CAI_UNLIKELY(rc != 0))
+        return rc;
+    itemsize = cai_dtype_itemsize(t->dtype);
+
+    out->ndim = t->ndim;
+    out->version = 3;
+    out->readonly = 0;
+    out->has_mask = 0;
+    out->has_stream = 0;
+    out->stream = 0;
+    out->dtype = t->dtype;
+    out->device = t->device;
+    for (i = 0; i < t->ndim; i++)
+        out->shape[i] = t->shape[i];
+    out->has_strides = 0;
+    if (t->strides != NULL && t->ndim > 0) {
+        rc = cai_strides_elements_to_bytes(t->ndim, t->strides, itemsize,
+                                           out->strides, err);
+        if (CAI_UNLIKELY(rc != 0))
+            return rc;
+        /* CAI: strides None exactly when the layout is C-contiguous. */
+        out->has_strides = !cai_is_c_contiguous(t->ndim, out->shape,
+                                                out->strides, itemsize);
+    }
+    /* CAI has no byte offset: fold it into the pointer. */
+    out->data = t->data == NULL ? NULL : (char *)t->data + t->byte_offset;
+    {
+        int64_t scratch[CAI_MAX_NDIM];
+
+        rc = cai_desc_check(out, scratch, err);
+        if (CAI_UNLIKELY(rc != 0))
+            return rc;
+    }
+    cai_ok(err);
+    return 0;
+}
+
+int cai_desc_from_dlpack_versioned(const DLManagedTensorVersioned *t,
+                                   cai_desc_t *out, cai_error_t *err)
+{
+    int rc;
+
+    if (CAI_UNLIKELY(t->version.major > CAIBRIDGE_DLPACK_MAJOR))
+        return cai_fail(err, CAI_EVERSION, "version",
+                        "DLPack tensor version %u.%u is newer than the %d.x "
+                        "this library understands; only its deleter may be "
+                        "called", (unsigned)t->version.major,
+                        (unsigned)t->version.minor, CAIBRIDGE_DLPACK_MAJOR);
+    if (CAI_UNLIKELY(t->flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED))
+        return cai_fail(err, CAI_EUNSUPPORTED, "flags",
+                        "the tensor holds padded sub-byte elements, which "
+                        "have no NumPy typestr");
+    rc = cai_desc_from_dltensor(&t->dl_tensor, out, err);
+    if (rc == 0)
+        out->readonly = (t->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+    return rc;
+}
+
+int cai_desc_from_dlpack(const DLManagedTensor *t, cai_desc_t *out,
+                         cai_error_t *err)
+{
+    return cai_desc_from_dltensor(&t->dl_tensor, out, err);
+}

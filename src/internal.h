@@ -1,0 +1,36 @@
+/* Private to the library: never installed. */
+#ifndef CAIBRIDGE_INTERNAL_H
+#define CAIBRIDGE_INTERNAL_H
+
+#include "caibridge.h"
+
+#if defined(__GNUC__)
+#define CAI_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define CAI_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define CAI_PRINTF(f, a)
+#define CAI_UNLIKELY(x) (x)
+#endif
+
+/* Records status, field and a formatted message in err (if any); returns
+ * status so callers can write "return cai_fail(...)". */
+int cai_fail(cai_error_t *err, int status, const char *field, const char *fmt,
+             ...) CAI_PRINTF(4, 5);
+
+/* Clears err for a successful call. */
+static inline void cai_ok(cai_error_t *err)
+{
+    if (err != NULL) {
+        err->status = 0;
+        err->field[0] = '\0';
+        err->message[0] = '\0';
+    }
+}
+
+/* Name of a DLPack type for messages ("bfloat16", "float8_e4m3fn"). */
+const char *cai_dtype_name(DLDataType dtype, char buf[32]);
+
+/* Product of shape[0..ndim) into *count; 0 on success, -1 on overflow. */
+int cai_element_count(int ndim, const int64_t *shape, int64_t *count);
+
+#endif

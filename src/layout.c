@@ -1,0 +1,98 @@
+/* Shapes and strides: byte <-> element strides, contiguity, size checks. */
+#include <stdio.h>
+
+#include "internal.h"
+
+int cai_element_count(int ndim, const int64_t *shape, int64_t *count)
+{
+    int64_t n = 1;
+    int i;
+
+    for (i = 0; i < ndim; i++) {
+        if (shape[i] == 0) {
+            *count = 0;
+            return 0;
+        }
+    }
+    for (i = 0; i < ndim; i++) {
+        if (__builtin_mul_overflow(n, shape[i], &n))
+            return -1;
+    }
+    *count = n;
+    return 0;
+}
+
+int cai_strides_bytes_to_elements(int ndim, const int64_t *shape,
+                                  const int64_t *bytes, int64_t itemsize,
+                                  int64_t *out, cai_error_t *err)
+{
+    int64_t contiguous = 1;
+    int i;
+
+    if (itemsize <= 0)
+        return cai_fail(err, CAI_EINVAL, "typestr",
+                        "item size %lld is not positive", (long long)itemsize);
+    /* Walk from the last axis so the C-contiguous stride is at hand. */
+    for (i = ndim - 1; i >= 0; i--) {
+        if (bytes[i] % itemsize == 0) {
+            out[i] = bytes[i] / itemsize;
+        } else if (shape[i] <= 1) {
+            /* An axis of length 0 or 1 never applies its stride, so any
+             * value is exact; use the contiguous one instead of truncating. */
+            out[i] = contiguous;
+        } else {
+            char field[32];
+
+            snprintf(field, sizeof field, "strides[%d]", i);
+            return cai_fail(err, CAI_EINVAL, field,
+                            "strides[%d] = %lld bytes is not a multiple of "
+                            "the item size %lld", i, (long long)bytes[i],
+                            (long long)itemsize);
+        }
+        if (shape[i] > 1 &&
+            __builtin_mul_overflow(contiguous, shape[i], &contiguous))
+            contiguous = INT64_MAX;
+    }
+    return 0;
+}
+
+int cai_strides_elements_to_bytes(int ndim, const int64_t *elements,
+                                  int64_t itemsize, int64_t *out,
+                                  cai_error_t *err)
+{
+    int i;
+
+    for (i = 0; i < ndim; i++) {
+        if (__builtin_mul_overflow(elements[i], itemsize, &out[i])) {
+            char field[32];
+
+            snprintf(field, sizeof field, "strides[%d]", i);
+            return cai_fail(err, CAI_EINVAL, field,
+                            "strides[%d] = %lld elements overflows 64 bits "
+                            "in bytes", i, (long long)elements[i]);
+        }
+    }
+    return 0;
+}
+
+int cai_is_c_contiguous(int ndim, const int64_t *shape,
+                        const int64_t *strides_bytes, int64_t itemsize)
+{
+    int64_t expected = itemsize;
+    int i;
+
+    if (strides_bytes == NULL)
+        return 1;
+    for (i = 0; i < ndim; i++)
+        if (shape[i] == 0)
+            return 1; /* no element is ever addressed */
+    for (i = ndim - 1; i >= 0; i--) {
+        if (shape[i] == 1)
+            continue;
+        if (strides_bytes[i] != expected)
+            return 0;
+        if (__builtin_mul_overflow(expected, shape[i], &expected))
+            return 0;
+    }
+    return 1;
+}

@@ -1,0 +1,28 @@
+# The core library.  The sources are listed once, here; python/ and
+# pyproject.toml read this list (see python/sources.py).
+CAI_CORE_SOURCES = \
+	src/error.c \
+	src/typestr.c \
+	src/layout.c \
+	src/desc.c \
+	src/dlpack.c \
+	src/cuda.c
+
+noinst_LTLIBRARIES += src/libcaibridge-core.la
+src_libcaibridge_core_la_SOURCES = $(CAI_CORE_SOURCES) \
+	src/internal.h src/desc.h
+src_libcaibridge_core_la_CPPFLAGS = $(AM_CPPFLAGS) -DCAIBRIDGE_BUILDING \
+	$(CUDA_CPPFLAGS)
+src_libcaibridge_core_la_CFLAGS = $(AM_CFLAGS) $(CAI_VISIBILITY_CFLAGS)
+
+# Libtool versioning, current:revision:age.  On a release: sources changed
+# -> revision+1; interfaces added -> current+1, revision=0, age+1; interfaces
+# removed or changed -> current+1, revision=0, age=0.
+lib_LTLIBRARIES += src/libcaibridge.la
+src_libcaibridge_la_SOURCES =
+src_libcaibridge_la_LIBADD = src/libcaibridge-core.la
+src_libcaibridge_la_LDFLAGS = -version-info 0:0:0 -no-undefined
+
+include_HEADERS += include/caibridge.h
+caibridgeincludedir = $(includedir)/caibridge
+caibridgeinclude_HEADERS = include/caibridge/dlpack.h

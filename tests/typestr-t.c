@@ -1,0 +1,110 @@
+/* Tests of src/typestr.c: NumPy typestr <-> DLDataType. */
+#include <string.h>
+
+#include "caibridge.h"
+#include "tap/basic.h"
+
+struct good {
+    const char *typestr;
+    uint8_t code, bits;
+    const char *formatted;
+};
+
+static const struct good goods[] = {
+    {"|b1", kDLBool, 8, "|b1"},        {"|i1", kDLInt, 8, "|i1"},
+    {"<i2", kDLInt, 16, "<i2"},        {"<i4", kDLInt, 32, "<i4"},
+    {"<i8", kDLInt, 64, "<i8"},        {"|u1", kDLUInt, 8, "|u1"},
+    {"<u2", kDLUInt, 16, "<u2"},       {"<u4", kDLUInt, 32, "<u4"},
+    {"<u8", kDLUInt, 64, "<u8"},       {"<f2", kDLFloat, 16, "<f2"},
+    {"<f4", kDLFloat, 32, "<f4"},      {"<f8", kDLFloat, 64, "<f8"},
+    {"<c8", kDLComplex, 64, "<c8"},    {"<c16", kDLComplex, 128, "<c16"},
+    {"=f4", kDLFloat, 32, "<f4"},      {"|f8", kDLFloat, 64, "<f8"},
+    {"<b1", kDLBool, 8, "|b1"},        {"=u1", kDLUInt, 8, "|u1"},
+};
+
+struct bad {
+    const char *typestr;
+    int status;
+    const char *words;
+};
+
+static const struct bad bads[] = {
+    {">f4", CAI_EUNSUPPORTED, "native byte order"},
+    {">i8", CAI_EUNSUPPORTED, "native byte order"},
+    {"<V8", CAI_EUNSUPPORTED, "kind 'V'"},
+    {"|O8", CAI_EUNSUPPORTED, "kind 'O'"},
+    {"<U4", CAI_EUNSUPPORTED, "kind 'U'"},
+    {"|S5", CAI_EUNSUPPORTED, "kind 'S'"},
+    {"<M8", CAI_EUNSUPPORTED, "kind 'M'"},
+    {"<m8", CAI_EUNSUPPORTED, "kind 'm'"},
+    {"<f3", CAI_EUNSUPPORTED, "no DLPack type of 3 bytes"},
+    {"<f16", CAI_EUNSUPPORTED, "no DLPack type of 16 bytes"},
+    {"<c4", CAI_EUNSUPPORTED, "no DLPack type of 4 bytes"},
+    {"|b2", CAI_EUNSUPPORTED, "no DLPack type of 2 bytes"},
+    {"<i16", CAI_EUNSUPPORTED, "no DLPack type of 16 bytes"},
+    {"<x4", CAI_EINVAL, "unknown kind 'x'"},
+    {"f4", CAI_EINVAL, "byte order"},
+    {"", CAI_EINVAL, "byte order"},
+    {"<f", CAI_EINVAL, "byte order"},
+    {"<f04", CAI_EINVAL, "no valid size"},
+    {"<f4 ", CAI_EINVAL, "no valid size"},
+    {"<f-4", CAI_EINVAL, "no valid size"},
+    {"<f44444", CAI_EINVAL, "byte order"},
+    {"!f4", CAI_EINVAL, "byte order '!'"},
+};
+
+int main(void)
+{
+    size_t i;
+    char out[CAI_TYPESTR_MAX];
+    cai_error_t err;
+    DLDataType t;
+
+    plan(5 * (sizeof goods / sizeof goods[0]) +
+         3 * (sizeof bads / sizeof bads[0]) + 8);
+
+    for (i = 0; i < sizeof goods / sizeof goods[0]; i++) {
+        const struct good *g = &goods[i];
+        int rc = cai_typestr_parse(g->typestr, strlen(g->typestr), &t, &err);
+
+        is_int(0, rc, "%s parses", g->typestr);
+        is_int(g->code, t.code, "%s has the DLPack code %u", g->typestr,
+               (unsigned)g->code);
+        is_int(g->bits, t.bits, "%s has %u bits", g->typestr,
+               (unsigned)g->bits);
+        is_int(0, cai_typestr_format(t, out, &err), "%s formats back",
+               g->typestr);
+        is_string(g->formatted, out, "%s formats as %s", g->typestr,
+                  g->formatted);
+    }
+    for (i = 0; i < sizeof bads / sizeof bads[0]; i++) {
+        const struct bad *b = &bads[i];
+        int rc = cai_typestr_parse(b->typestr, strlen(b->typestr), &t, &err);
+
+        is_int(b->status, rc, "'%s' is refused with status %d", b->typestr,
+               b->status);
+        is_string("typestr", err.field, "'%s': the error names the field",
+                  b->typestr);
+        contains(err.message, b->words, "'%s': the message says why",
+                 b->typestr);
+    }
+
+    /* DLPack types with no typestr are refused by name. */
+    t.code = kDLBfloat; t.bits = 16; t.lanes = 1;
+    is_int(CAI_EUNSUPPORTED, cai_typestr_format(t, out, &err),
+           "bfloat16 has no typestr");
+    contains(err.message, "bfloat16", "the message names bfloat16");
+    t.code = kDLFloat8_e4m3fn; t.bits = 8;
+    is_int(CAI_EUNSUPPORTED, cai_typestr_format(t, out, &err),
+           "float8_e4m3fn has no typestr");
+    contains(err.message, "float8_e4m3fn", "the message names float8_e4m3fn");
+    t.code = kDLFloat4_e2m1fn; t.bits = 4;
+    is_int(CAI_EUNSUPPORTED, cai_typestr_format(t, out, &err),
+           "float4_e2m1fn (sub-byte) has no typestr");
+    contains(err.message, "float4_e2m1fn", "the message names float4_e2m1fn");
+    t.code = kDLFloat; t.bits = 32; t.lanes = 4;
+    is_int(CAI_EUNSUPPORTED, cai_typestr_format(t, out, &err),
+           "a 4-lane vector type has no typestr");
+    contains(err.message, "x4", "the message names the lanes");
+    return 0;
+}
