@@ -71,7 +71,7 @@ typedef enum cai_status {
     CAI_EUNSUPPORTED = -2, /* well-formed, but the target cannot express it */
     CAI_ENOMEM = -3,       /* allocation failed */
     CAI_EREADONLY = -4,    /* read-only data asked for as a legacy tensor */
-    CAI_EVERSION = -5,     /* DLPack major version newer than ours */
+    CAI_EVERSION = -5,     /* DLPack major version other than ours */
     CAI_ENOCUDA = -6,      /* no usable CUDA runtime or driver */
     CAI_ECUDA = -7         /* a CUDA runtime call failed */
 } cai_status;
@@ -183,8 +183,9 @@ CAI_API int cai_desc_from_dltensor(const DLTensor *tensor, cai_desc_t *out,
 
 /*
  * Describes a borrowed versioned tensor in *out; the tensor stays owned by
- * the caller, who must still call its deleter.  A major version above ours
- * fails with CAI_EVERSION after reading nothing but the version.
+ * the caller, who must still call its deleter.  A major version other than
+ * ours (CAIBRIDGE_DLPACK_MAJOR) fails with CAI_EVERSION after reading nothing
+ * but the version.
  */
 CAI_API int cai_desc_from_dlpack_versioned(const DLManagedTensorVersioned *t,
                                            cai_desc_t *out, cai_error_t *err)

@@ -105,6 +105,7 @@ int cai_desc_to_dlpack_versioned(const cai_desc_t *desc, unsigned options,
                            ? DLPACK_FLAG_BITMASK_IS_COPIED : 0);
     b->release = release;
     *out = &b->tensor;
+    cai_ok(err);
     return 0;
 
 fail:
@@ -148,6 +149,7 @@ int cai_desc_to_dlpack(const cai_desc_t *desc, unsigned options, void *owner,
     b->tensor.deleter = legacy_deleter;
     b->release = release;
     *out = &b->tensor;
+    cai_ok(err);
     return 0;
 
 fail:
@@ -214,10 +216,11 @@ int cai_desc_from_dlpack_versioned(const DLManagedTensorVersioned *t,
 {
     int rc;
 
-    if (CAI_UNLIKELY(t->version.major > CAIBRIDGE_DLPACK_MAJOR))
+    /* DLPack: when major differs from ours, only the deleter may be used. */
+    if (CAI_UNLIKELY(t->version.major != CAIBRIDGE_DLPACK_MAJOR))
         return cai_fail(err, CAI_EVERSION, "version",
-                        "DLPack tensor version %u.%u is newer than the %d.x "
-                        "this library understands; only its deleter may be "
+                        "DLPack tensor version %u.%u is not the %d.x this "
+                        "library understands; only its deleter may be "
                         "called", (unsigned)t->version.major,
                         (unsigned)t->version.minor, CAIBRIDGE_DLPACK_MAJOR);
     if (CAI_UNLIKELY(t->flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED))

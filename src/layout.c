@@ -29,6 +29,7 @@ int cai_strides_bytes_to_elements(int ndim, const int64_t *shape,
     int64_t contiguous = 1;
     int i;
 
+    cai_ok(err);
     if (itemsize <= 0)
         return cai_fail(err, CAI_EINVAL, "typestr",
                         "item size %lld is not positive", (long long)itemsize);
@@ -62,6 +63,7 @@ int cai_strides_elements_to_bytes(int ndim, const int64_t *elements,
 {
     int i;
 
+    cai_ok(err);
     for (i = 0; i < ndim; i++) {
         if (__builtin_mul_overflow(elements[i], itemsize, &out[i])) {
             char field[32];

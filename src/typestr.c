@@ -53,6 +53,7 @@ int cai_typestr_parse(const char *s, size_t len, DLDataType *out,
     unsigned size = 0;
     size_t i;
 
+    cai_ok(err);
     if (len < 3 || len > 4)
         return cai_fail(err, CAI_EINVAL, "typestr",
                         "typestr '%.*s' is not a byte order, a kind and a "
@@ -125,6 +126,7 @@ int cai_typestr_format(DLDataType dtype, char out[CAI_TYPESTR_MAX],
     char name[32];
     unsigned bits = dtype.bits;
 
+    cai_ok(err);
     if (dtype.lanes == 1) {
         switch (dtype.code) {
         case kDLInt:

@@ -7,9 +7,11 @@ tests_tap_libtap_a_CPPFLAGS = -I$(top_srcdir)/tests
 TESTS_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests
 
 C_CORE_TESTS = \
-	tests/typestr-t
+	tests/typestr-t \
+	tests/layout-t
 
 check_PROGRAMS += $(C_CORE_TESTS)
 TESTS += $(C_CORE_TESTS)
 
 tests_typestr_t_CPPFLAGS = $(TESTS_CPPFLAGS)
+tests_layout_t_CPPFLAGS = $(TESTS_CPPFLAGS)
