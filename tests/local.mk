@@ -8,10 +8,12 @@ TESTS_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests
 
 C_CORE_TESTS = \
 	tests/typestr-t \
-	tests/layout-t
+	tests/layout-t \
+	tests/desc-t
 
 check_PROGRAMS += $(C_CORE_TESTS)
 TESTS += $(C_CORE_TESTS)
 
 tests_typestr_t_CPPFLAGS = $(TESTS_CPPFLAGS)
 tests_layout_t_CPPFLAGS = $(TESTS_CPPFLAGS)
+tests_desc_t_CPPFLAGS = $(TESTS_CPPFLAGS)
