@@ -1,1 +1,36 @@
-# Filled in by its issue's work.
+# make bench: the C core timed alone, then every hand-over side by side in
+# one Python run (bench/bench.py), which writes bench/bench.csv and
+# bench/bench.png in the build dir.  Built only for check/bench, never
+# installed.
+check_PROGRAMS += bench/bench-core
+bench_bench_core_SOURCES = bench/bench-core.c
+bench_bench_core_LDADD = src/libcaibridge-core.la
+
+BENCH_BUILT = bench/bench-core$(EXEEXT)
+
+if HAVE_PYTHON
+# A C consumer of the exchange API, loaded by bench.py from bench/.libs.
+# -rpath makes libtool build it shared although it is never installed.
+check_LTLIBRARIES += bench/_xbench.la
+bench__xbench_la_SOURCES = bench/xbench.c
+bench__xbench_la_CPPFLAGS = $(AM_CPPFLAGS) $(PYTHON_INCLUDES)
+bench__xbench_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere
+BENCH_BUILT += bench/_xbench.la
+BENCH_RUN = PYTHONPATH="$(BENCH_PYTHONPATH)$${PYTHONPATH:+:$$PYTHONPATH}" \
+	MPLBACKEND=Agg $(PYTHON) $(srcdir)/bench/bench.py \
+	--core ./bench/bench-core$(EXEEXT) --xbench bench/.libs --out bench
+else
+BENCH_RUN = ./bench/bench-core$(EXEEXT)
+endif
+
+# The in-tree module's staged package (see python/local.mk).
+BENCH_PYTHONPATH = $(abs_builddir)/python
+
+bench:
+	@$(MAKE) $(AM_MAKEFLAGS) all $(BENCH_BUILT)
+	@$(MKDIR_P) bench
+	$(BENCH_RUN)
+
+.PHONY: bench
+EXTRA_DIST += bench/bench.py
+CLEANFILES += bench/bench.csv bench/bench.png bench/callgrind.out.*

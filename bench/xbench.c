@@ -1,0 +1,210 @@
+/*
+ * _xbench: a C consumer for the benchmark, so the DLPack C exchange API can
+ * be timed the way a framework calls it (from C, no Python frame per call),
+ * next to the Python protocol called from the same C loop.
+ *
+ * Every loop returns the total elapsed nanoseconds (clock_gettime), so the
+ * per-call cost is not hidden under the cost of calling into Python.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <time.h>
+
+#include "caibridge/dlpack.h"
+
+static double now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* The table published on type(obj), or NULL with an exception set. */
+static const DLPackExchangeAPI *table_of(PyObject *obj)
+{
+    PyObject *cap;
+    const DLPackExchangeAPI *api;
+
+    cap = PyObject_GetAttrString((PyObject *)Py_TYPE(obj),
+                                 "__dlpack_c_exchange_api__");
+    if (cap == NULL)
+        return NULL;
+    api = PyCapsule_GetPointer(cap, "dlpack_exchange_api");
+    /* The table is static for the type's lifetime; the type holds the
+     * capsule, so dropping our reference leaves it valid. */
+    Py_DECREF(cap);
+    if (api != NULL && api->managed_tensor_from_py_object_no_sync == NULL) {
+        PyErr_SetString(PyExc_TypeError,
+                        "managed_tensor_from_py_object_no_sync is NULL");
+        return NULL;
+    }
+    return api;
+}
+
+/* exchange_loop(obj, n) -> ns for n x (managed_tensor_from_py_object_no_sync
+ * + deleter), read from type(obj).__dlpack_c_exchange_api__. */
+static PyObject *exchange_loop(PyObject *self, PyObject *args)
+{
+    PyObject *obj;
+    Py_ssize_t n, i;
+    const DLPackExchangeAPI *api;
+    double t0, t1;
+
+    if (!PyArg_ParseTuple(args, "On", &obj, &n))
+        return NULL;
+    api = table_of(obj);
+    if (api == NULL)
+        return NULL;
+    t0 = now_ns();
+    for (i = 0; i < n; i++) {
+        DLManagedTensorVersioned *t = NULL;
+
+        if (api->managed_tensor_from_py_object_no_sync(obj, &t) != 0) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_RuntimeError,
+                                "managed_tensor_from_py_object_no_sync failed");
+            return NULL;
+        }
+        if (t->deleter != NULL)
+            t->deleter(t);
+    }
+    t1 = now_ns();
+    return PyFloat_FromDouble(t1 - t0);
+}
+
+/* dltensor_loop(obj, n) -> ns for n x dltensor_from_py_object_no_sync (the
+ * borrowed, allocation-free variant), or None when the table has none. */
+static PyObject *dltensor_loop(PyObject *self, PyObject *args)
+{
+    PyObject *obj;
+    Py_ssize_t n, i;
+    const DLPackExchangeAPI *api;
+    double t0, t1;
+
+    if (!PyArg_ParseTuple(args, "On", &obj, &n))
+        return NULL;
+    api = table_of(obj);
+    if (api == NULL)
+        return NULL;
+    if (api->dltensor_from_py_object_no_sync == NULL)
+        Py_RETURN_NONE;
+    t0 = now_ns();
+    for (i = 0; i < n; i++) {
+        DLTensor t;
+
+        if (api->dltensor_from_py_object_no_sync(obj, &t) != 0) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_RuntimeError,
+                                "dltensor_from_py_object_no_sync failed");
+            return NULL;
+        }
+        __asm__ volatile("" : : "r"(&t) : "memory");
+    }
+    t1 = now_ns();
+    return PyFloat_FromDouble(t1 - t0);
+}
+
+/* Takes a capsule the way a consumer does: rename it used, run the deleter. */
+static int consume_capsule(PyObject *cap)
+{
+    if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
+        DLManagedTensorVersioned *t =
+            PyCapsule_GetPointer(cap, "dltensor_versioned");
+
+        if (PyCapsule_SetName(cap, "used_dltensor_versioned") != 0)
+            return -1;
+        if (t->deleter != NULL)
+            t->deleter(t);
+        return 0;
+    }
+    if (PyCapsule_IsValid(cap, "dltensor")) {
+        DLManagedTensor *t = PyCapsule_GetPointer(cap, "dltensor");
+
+        if (PyCapsule_SetName(cap, "used_dltensor") != 0)
+            return -1;
+        if (t->deleter != NULL)
+            t->deleter(t);
+        return 0;
+    }
+    PyErr_SetString(PyExc_TypeError, "not a DLPack capsule");
+    return -1;
+}
+
+/* dunder_loop(obj, n) -> ns for n x obj.__dlpack__(max_version=(1, 3)) called
+ * from C with vectorcall and a cached name, then consumed as above. */
+static PyObject *dunder_loop(PyObject *self, PyObject *args)
+{
+    PyObject *obj, *name = NULL, *kwnames = NULL, *mv = NULL, *res = NULL;
+    Py_ssize_t n, i;
+    double t0, t1;
+
+    if (!PyArg_ParseTuple(args, "On", &obj, &n))
+        return NULL;
+    name = PyUnicode_InternFromString("__dlpack__");
+    kwnames = Py_BuildValue("(s)", "max_version");
+    mv = Py_BuildValue("(ii)", 1, 3);
+    if (name == NULL || kwnames == NULL || mv == NULL)
+        goto out;
+    t0 = now_ns();
+    for (i = 0; i < n; i++) {
+        PyObject *argv[2] = {obj, mv};
+        PyObject *cap = PyObject_VectorcallMethod(
+            name, argv, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames);
+        int rc;
+
+        if (cap == NULL)
+            goto out;
+        rc = consume_capsule(cap);
+        Py_DECREF(cap);
+        if (rc != 0)
+            goto out;
+    }
+    t1 = now_ns();
+    res = PyFloat_FromDouble(t1 - t0);
+out:
+    Py_XDECREF(name);
+    Py_XDECREF(kwnames);
+    Py_XDECREF(mv);
+    return res;
+}
+
+/* has_table(obj) -> True when type(obj) publishes an exchange table. */
+static PyObject *has_table(PyObject *self, PyObject *obj)
+{
+    const DLPackExchangeAPI *api = table_of(obj);
+
+    if (api == NULL) {
+        PyErr_Clear();
+        Py_RETURN_FALSE;
+    }
+    Py_RETURN_TRUE;
+}
+
+static PyMethodDef methods[] = {
+    {"exchange_loop", exchange_loop, METH_VARARGS,
+     "exchange_loop(obj, n) -> ns for n tensors through the C exchange API"},
+    {"dltensor_loop", dltensor_loop, METH_VARARGS,
+     "dltensor_loop(obj, n) -> ns for n borrowed DLTensors, or None"},
+    {"dunder_loop", dunder_loop, METH_VARARGS,
+     "dunder_loop(obj, n) -> ns for n __dlpack__ calls made from C"},
+    {"has_table", has_table, METH_O,
+     "has_table(obj) -> whether type(obj) has __dlpack_c_exchange_api__"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_xbench",
+    .m_doc = "C-side loops for caibridge's benchmark",
+    .m_size = -1,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC PyInit__xbench(void);
+
+PyMODINIT_FUNC PyInit__xbench(void)
+{
+    return PyModule_Create(&module);
+}
