@@ -9,7 +9,8 @@ TESTS_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests
 C_CORE_TESTS = \
 	tests/typestr-t \
 	tests/layout-t \
-	tests/desc-t
+	tests/desc-t \
+	tests/dlpack-t
 
 check_PROGRAMS += $(C_CORE_TESTS)
 TESTS += $(C_CORE_TESTS)
@@ -17,3 +18,4 @@ TESTS += $(C_CORE_TESTS)
 tests_typestr_t_CPPFLAGS = $(TESTS_CPPFLAGS)
 tests_layout_t_CPPFLAGS = $(TESTS_CPPFLAGS)
 tests_desc_t_CPPFLAGS = $(TESTS_CPPFLAGS)
+tests_dlpack_t_CPPFLAGS = $(TESTS_CPPFLAGS)
