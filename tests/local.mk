@@ -10,7 +10,8 @@ C_CORE_TESTS = \
 	tests/typestr-t \
 	tests/layout-t \
 	tests/desc-t \
-	tests/dlpack-t
+	tests/dlpack-t \
+	tests/error-t
 
 check_PROGRAMS += $(C_CORE_TESTS)
 TESTS += $(C_CORE_TESTS)
@@ -19,3 +20,4 @@ tests_typestr_t_CPPFLAGS = $(TESTS_CPPFLAGS)
 tests_layout_t_CPPFLAGS = $(TESTS_CPPFLAGS)
 tests_desc_t_CPPFLAGS = $(TESTS_CPPFLAGS)
 tests_dlpack_t_CPPFLAGS = $(TESTS_CPPFLAGS)
+tests_error_t_CPPFLAGS = $(TESTS_CPPFLAGS)
