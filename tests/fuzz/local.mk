@@ -1,1 +1,68 @@
-# Filled in by its issue's work.
+# libFuzzer target for the core conversions (issue 6).  libFuzzer needs
+# clang, so the target is built by its own rule rather than by Automake's
+# compiler: it compiles the core sources directly (CAI_CORE_SOURCES, from
+# src/local.mk) with the fuzzer and sanitizers instrumenting all of them.
+#
+#   make fuzz              build tests/fuzz/fuzz-convert
+#   make fuzz-short        run it FUZZ_SECONDS (60) from the seed corpus
+#   make fuzz-corpus       rewrite the seed corpus (tests/fuzz/make-corpus.py)
+
+FUZZ_SECONDS = 60
+FUZZ_FLAGS =
+FUZZ_SANITIZE = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+FUZZ_TARGET = tests/fuzz/fuzz-convert
+FUZZ_SEEDS = \
+	tests/fuzz/corpus/desc-c-contiguous-f4 \
+	tests/fuzz/corpus/desc-transposed-i8 \
+	tests/fuzz/corpus/desc-negative-stride \
+	tests/fuzz/corpus/desc-zero-size-null-data \
+	tests/fuzz/corpus/desc-scalar \
+	tests/fuzz/corpus/desc-readonly-legacy \
+	tests/fuzz/corpus/desc-odd-stride-length-one \
+	tests/fuzz/corpus/desc-stream-zero \
+	tests/fuzz/corpus/desc-mask \
+	tests/fuzz/corpus/desc-huge-shape \
+	tests/fuzz/corpus/tensor-versioned-strided \
+	tests/fuzz/corpus/tensor-legacy-null-strides \
+	tests/fuzz/corpus/tensor-byte-offset \
+	tests/fuzz/corpus/tensor-byte-offset-wraps \
+	tests/fuzz/corpus/tensor-future-major \
+	tests/fuzz/corpus/tensor-subbyte-padded
+
+EXTRA_DIST += tests/fuzz/fuzz-convert.c tests/fuzz/make-corpus.py \
+	$(FUZZ_SEEDS)
+
+# configure's CLANG is empty when no clang was found: say so and fail.
+$(FUZZ_TARGET): $(srcdir)/tests/fuzz/fuzz-convert.c \
+		$(addprefix $(srcdir)/,$(CAI_CORE_SOURCES)) \
+		$(srcdir)/src/internal.h $(srcdir)/src/desc.h \
+		$(srcdir)/include/caibridge.h $(srcdir)/include/caibridge/dlpack.h
+	@if test -z "$(CLANG)"; then \
+	  echo "fuzz: configure found no clang; libFuzzer needs it" >&2; \
+	  exit 1; fi
+	@$(MKDIR_P) tests/fuzz
+	$(AM_V_CC)$(CLANG) -g -O1 $(FUZZ_SANITIZE) $(DEFS) \
+	  -DCAIBRIDGE_BUILDING -I$(top_builddir) -I$(top_srcdir)/include \
+	  -I$(top_srcdir)/src $(CUDA_CPPFLAGS) \
+	  -o $@ $(srcdir)/tests/fuzz/fuzz-convert.c \
+	  $(addprefix $(srcdir)/,$(CAI_CORE_SOURCES)) $(LIBS)
+
+fuzz: $(FUZZ_TARGET)
+
+# The seeds are copied so that libFuzzer writes what it finds into the build
+# tree, never into the sources.  Any crash fails the target.
+fuzz-short: $(FUZZ_TARGET)
+	@rm -rf tests/fuzz/run && $(MKDIR_P) tests/fuzz/run/corpus
+	@cp $(addprefix $(srcdir)/,$(FUZZ_SEEDS)) tests/fuzz/run/corpus/
+	@echo "fuzz: running $(FUZZ_TARGET) for $(FUZZ_SECONDS) s"
+	cd tests/fuzz/run && ../fuzz-convert -max_total_time=$(FUZZ_SECONDS) \
+	  -print_final_stats=1 -artifact_prefix=./ $(FUZZ_FLAGS) corpus
+
+fuzz-corpus:
+	py='$(PYTHON)'; $${py:-python3} $(srcdir)/tests/fuzz/make-corpus.py $(srcdir)/tests/fuzz/corpus
+
+clean-local: clean-fuzz
+clean-fuzz:
+	rm -rf $(FUZZ_TARGET) tests/fuzz/run
+
+.PHONY: fuzz fuzz-short fuzz-corpus clean-fuzz
