@@ -11,7 +11,8 @@ C_CORE_TESTS = \
 	tests/layout-t \
 	tests/desc-t \
 	tests/dlpack-t \
-	tests/error-t
+	tests/error-t \
+	tests/abi-t
 
 check_PROGRAMS += $(C_CORE_TESTS)
 TESTS += $(C_CORE_TESTS)
@@ -21,3 +22,6 @@ tests_layout_t_CPPFLAGS = $(TESTS_CPPFLAGS)
 tests_desc_t_CPPFLAGS = $(TESTS_CPPFLAGS)
 tests_dlpack_t_CPPFLAGS = $(TESTS_CPPFLAGS)
 tests_error_t_CPPFLAGS = $(TESTS_CPPFLAGS)
+tests_abi_t_CPPFLAGS = $(TESTS_CPPFLAGS)
+tests_abi_t_SOURCES = tests/abi-t.c tests/abi.h tests/abi-list.h \
+	tests/abi-table.h tests/abi-ours.c tests/abi-upstream.c tests/abi-guard.c

@@ -1,0 +1,81 @@
+/*
+ * The DLPack ABI of include/caibridge/dlpack.h against an independent
+ * upstream dlpack.h found by configure: sizes, field offsets and sizes,
+ * enumerator and flag values, version macros.  Each header is compiled in
+ * its own unit (tests/abi-ours.c, tests/abi-upstream.c), since both use the
+ * guard DLPACK_DLPACK_H_; tests/abi-guard.c includes the upstream one first
+ * and then caibridge.h.
+ */
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+
+#include <string.h>
+
+#include "abi.h"
+#include "tap/basic.h"
+
+#ifndef CAI_DLPACK_LOOKED
+#define CAI_DLPACK_LOOKED "nowhere"
+#endif
+
+static const struct cai_abi_entry *ours(const char *name)
+{
+    size_t i;
+
+    for (i = 0; i < cai_abi_ours_count; i++)
+        if (strcmp(cai_abi_ours[i].name, name) == 0)
+            return &cai_abi_ours[i];
+    return NULL;
+}
+
+int main(void)
+{
+    size_t i;
+    int full = cai_abi_upstream_version >= cai_abi_ours_version;
+    int guard;
+
+    if (cai_abi_upstream_count == 0)
+        skip_all("no independent dlpack.h found (looked in %s)",
+                 CAI_DLPACK_LOOKED);
+    plan(cai_abi_upstream_count + 4);
+    diag("upstream: %s (version %lld.%lld)", cai_abi_upstream_path,
+         cai_abi_upstream_version / 100, cai_abi_upstream_version % 100);
+
+    for (i = 0; i < cai_abi_upstream_count; i++) {
+        const struct cai_abi_entry *up = &cai_abi_upstream[i];
+        const struct cai_abi_entry *our = ours(up->name);
+
+        if (our == NULL)
+            ok(0, "%s: declared upstream, missing in ours", up->name);
+        else
+            is_int(up->value, our->value, "%s = %lld", up->name, up->value);
+    }
+
+    if (full)
+        is_int((long long)cai_abi_ours_count,
+               (long long)cai_abi_upstream_count,
+               "every fact of ours is checked against the 1.%lld header",
+               cai_abi_upstream_version % 100);
+    else
+        skip("upstream is %lld.%lld, older than ours: a subset is compared",
+             cai_abi_upstream_version / 100, cai_abi_upstream_version % 100);
+    if (cai_abi_upstream_version == cai_abi_ours_version)
+        ok(1, "same DLPack version %lld.%lld", cai_abi_ours_version / 100,
+           cai_abi_ours_version % 100);
+    else
+        skip("upstream version %lld.%lld differs from ours (%lld.%lld)",
+             cai_abi_upstream_version / 100, cai_abi_upstream_version % 100,
+             cai_abi_ours_version / 100, cai_abi_ours_version % 100);
+    ok(cai_abi_upstream_count >= 30,
+       "the upstream table is not empty (%lu entries)",
+       (unsigned long)cai_abi_upstream_count);
+
+    guard = cai_abi_guard_check();
+    if (guard == 1)
+        skip("upstream header is 0.x: caibridge.h refuses it by design");
+    else
+        is_int(0, guard, "upstream dlpack.h first, then caibridge.h: "
+               "compiles and converts");
+    return 0;
+}
