@@ -1,0 +1,618 @@
+#!/usr/bin/env python3
+"""caibridge's side-by-side benchmark (run by `make bench`).
+
+Times the same hand-overs through caibridge and through what a user would
+otherwise pick, all in one run: every case is calibrated once, then the cases
+are repeated round-robin so noise from the rest of the machine is shared out
+instead of landing on one row.  Each figure is the median ns per hand-over
+over the repeats; "spread" is the interquartile range as a percentage of it.
+
+ratio = this row's median / the median of the caibridge row it is compared
+with (named in the "vs" column): above 1, caibridge is faster.
+
+"own" rows are caibridge's own cost: the producer's property
+(obj.__cuda_array_interface__ / __array_interface__) is timed on its own and
+subtracted repeat by repeat, and NumPy's x.__dlpack__() has the empty timing
+loop subtracted the same way, so both sides count the call alone.
+
+Writes bench.csv and bench.png into --out.  Targets are checked and printed,
+never asserted: this is a measurement, not a test.
+"""
+import argparse
+import csv
+import os
+import statistics
+import subprocess
+import sys
+import timeit
+import warnings
+
+import numpy as np
+
+DEV = (2, 0)  # kDLCUDA device 0, given so no pointer lookup is needed
+REPEATS = 15
+REPEAT_SECONDS = 0.006
+
+
+def aligned(shape, strided=False, align=64):
+    """A float32 array on a 64-byte boundary (JAX copies anything less);
+    strided ones take every other element of the last axis."""
+    full = list(shape)
+    if strided:
+        full[-1] *= 2
+    nbytes = int(np.prod(full)) * 4
+    raw = np.empty(nbytes + align, np.uint8)
+    off = (-raw.ctypes.data) % align
+    a = raw[off:off + nbytes].view(np.float32).reshape(full)
+    a[...] = np.arange(a.size, dtype=np.float32).reshape(full)
+    return a[..., ::2] if strided else a
+
+
+def cai_dict(a):
+    contiguous = a.flags.c_contiguous
+    return {"shape": a.shape, "typestr": a.dtype.str,
+            "data": (a.ctypes.data, False), "version": 3,
+            "strides": None if contiguous else a.strides}
+
+
+class CAIPrebuilt:
+    """A CAI producer whose property returns one dict built up front."""
+
+    def __init__(self, a):
+        self._keep = a
+        self._cai = cai_dict(a)
+
+    @property
+    def __cuda_array_interface__(self):
+        return self._cai
+
+
+class CAIBuilt:
+    """A CAI producer that builds its dict on every read, as most do."""
+
+    def __init__(self, a):
+        self._keep = a
+        self.shape = a.shape
+        self.typestr = a.dtype.str
+        self.ptr = a.ctypes.data
+        self.strides = None if a.flags.c_contiguous else a.strides
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": self.shape, "typestr": self.typestr,
+                "data": (self.ptr, False), "version": 3,
+                "strides": self.strides}
+
+
+class HostPrebuilt:
+    """A host producer exposing only __array_interface__ (prebuilt dict)."""
+
+    def __init__(self, a):
+        self._keep = a
+        self._ai = dict(a.__array_interface__)
+
+    @property
+    def __array_interface__(self):
+        return self._ai
+
+
+# ---------------------------------------------------------------- measuring
+
+class Timed:
+    """One measured row: a statement timed in a timeit loop, or a C loop
+    (fn(n) -> total ns) from the _xbench helper."""
+
+    def __init__(self, key, stmt=None, ns=None, cloop=None):
+        self.key = key
+        self.samples = []
+        self.number = 1
+        if cloop is not None:
+            self.cloop = cloop
+            self.timer = None
+        else:
+            self.cloop = None
+            self.timer = timeit.Timer(stmt, globals=ns)
+
+    def calibrate(self):
+        n = 1
+        while True:
+            if (self.measure(n) * n * 1e-9 >= REPEAT_SECONDS / 4
+                    or n >= 1 << 22):
+                break
+            n *= 4
+        per = self.measure(n)
+        self.number = max(1, int(REPEAT_SECONDS / (per * 1e-9)))
+
+    def measure(self, n):
+        if self.cloop is not None:
+            return self.cloop(n) / n
+        return self.timer.timeit(n) / n * 1e9
+
+    def repeat(self):
+        self.samples.append(self.measure(self.number))
+
+
+def quartiles(xs):
+    q = statistics.quantiles(xs, n=4, method="inclusive")
+    return q[0], q[1], q[2]
+
+
+class Row:
+    """A printed row: measured, derived (a - b per repeat) or external."""
+
+    def __init__(self, section, key, label, samples=None, median=None,
+                 spread=None, vs=None, lib="", note=""):
+        self.section, self.key, self.label = section, key, label
+        self.vs, self.lib, self.note = vs, lib, note
+        if samples is not None:
+            lo, mid, hi = quartiles(samples)
+            self.median = mid
+            self.spread = 100.0 * (hi - lo) / mid if mid > 0 else float("nan")
+            self.n = len(samples)
+        else:
+            self.median, self.spread, self.n = median, spread, 0
+        self.ratio = None
+
+
+def run_core(path):
+    """Rows of the C benchmark (it reports its own median and min..max)."""
+    out = subprocess.run([path, "-q"], check=True, capture_output=True,
+                         text=True).stdout
+    rows = []
+    for line in out.splitlines():
+        name, med, lo, hi = line.split("\t")[:4]
+        med, lo, hi = float(med), float(lo), float(hi)
+        rows.append(Row("C core alone (bench-core; median of batches)",
+                        "core:" + name, name.replace("core ", ""),
+                        median=med, spread=100.0 * (hi - lo) / med,
+                        lib="caibridge C"))
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--core", help="path of bench-core")
+    ap.add_argument("--xbench", help="directory holding _xbench.so")
+    ap.add_argument("--out", default=".", help="where CSV and PNG go")
+    ap.add_argument("--repeats", type=int, default=REPEATS)
+    args = ap.parse_args()
+
+    warnings.simplefilter("ignore")
+    os.makedirs(args.out, exist_ok=True)
+    missing = []
+
+    try:
+        import caibridge
+        cb_where = os.path.dirname(caibridge.__file__)
+    except ImportError as e:
+        caibridge = None
+        missing.append(f"caibridge module not importable ({e}); its rows "
+                       "are skipped")
+    try:
+        import torch
+    except ImportError:
+        torch = None
+        missing.append("torch")
+    try:
+        import jax
+        import jax.dlpack
+        import jax.numpy as jnp
+        jax.config.update("jax_platforms", "cpu")
+    except ImportError:
+        jax = jnp = None
+        missing.append("jax")
+    try:
+        import dlpack as pydlpack
+    except ImportError:
+        pydlpack = None
+        missing.append("pydlpack")
+    xb = None
+    if args.xbench:
+        sys.path.insert(0, args.xbench)
+        try:
+            import _xbench as xb
+        except ImportError as e:
+            missing.append(f"_xbench ({e})")
+
+    timed = {}
+    order = []
+    ns = {"np": np, "torch": torch, "jax": jax, "jnp": jnp,
+          "pydlpack": pydlpack}
+    if caibridge is not None:
+        ns.update(as_dlpack=caibridge.as_dlpack, to_dlpack=caibridge.to_dlpack,
+                  from_dlpack=caibridge.from_dlpack)
+
+    def add(key, stmt=None, cloop=None, **objs):
+        g = dict(ns)
+        g.update(objs)
+        try:
+            if cloop is None:
+                exec(stmt, g)  # fails here, not mid-run
+            else:
+                cloop(1)
+        except Exception as e:  # the row is dropped and said so
+            missing.append(f"{key}: {type(e).__name__}: {e}")
+            return
+        timed[key] = Timed(key, stmt=stmt, ns=g, cloop=cloop)
+        order.append(key)
+
+    add("loop", "pass")
+
+    # -- host array -> consumers, through an __array_interface__ object
+    a2 = aligned((32, 32))
+    h = HostPrebuilt(a2)
+    add("host:prop", "h.__array_interface__", h=h)
+    consumers = []
+    if torch is not None:
+        consumers.append(("torch", "torch.from_dlpack({})",
+                          "torch.as_tensor(np.asarray(h))"))
+    consumers.append(("numpy", "np.from_dlpack({})", "np.asarray(h)"))
+    if jax is not None:
+        consumers.append(("jax", "jax.dlpack.from_dlpack({})",
+                          "jnp.asarray(h)"))
+    for lib, pattern, direct in consumers:
+        if caibridge is not None:
+            add(f"host:{lib}:cb", pattern.format("as_dlpack(h)"), h=h)
+            add(f"host:{lib}:cb_capsule", pattern.format("to_dlpack(h)"),
+                h=h)
+        add(f"host:{lib}:numpy", pattern.format("a"), a=a2)
+        add(f"host:{lib}:direct", direct, h=h)
+        if pydlpack is not None:
+            add(f"host:{lib}:pydlpack",
+                pattern.format("pydlpack.asdlpack(h)"), h=h)
+
+    # -- own overhead on CAI dicts, device given
+    layouts = [(1, False), (1, True), (2, False), (2, True), (4, False),
+               (4, True)]
+    shapes = {1: (1024,), 2: (32, 32), 4: (4, 8, 4, 8)}
+    for nd, strided in layouts:
+        lay = f"{nd}d{' strided' if strided else ''}"
+        arr = aligned(shapes[nd], strided)
+        p, b = CAIPrebuilt(arr), CAIBuilt(arr)
+        add(f"cai:{lay}:prop_pre", "o.__cuda_array_interface__", o=p)
+        add(f"cai:{lay}:prop_built", "o.__cuda_array_interface__", o=b)
+        add(f"cai:{lay}:numpy", "x.__dlpack__()", x=arr)
+        if caibridge is None:
+            continue
+        for tag, o in (("pre", p), ("built", b)):
+            add(f"cai:{lay}:view_{tag}",
+                "as_dlpack(o, device=D).__dlpack__()", o=o, D=DEV)
+            add(f"cai:{lay}:capsule_{tag}", "to_dlpack(o, device=D)",
+                o=o, D=DEV)
+        if nd == 2 and not strided:
+            add(f"cai:{lay}:numpy_v", "x.__dlpack__(max_version=(1, 3))",
+                x=arr)
+            add(f"cai:{lay}:view_v_pre",
+                "as_dlpack(o, device=D).__dlpack__(max_version=(1, 3))",
+                o=p, D=DEV)
+            add(f"cai:{lay}:capsule_v_pre",
+                "to_dlpack(o, device=D, max_version=(1, 3))", o=p, D=DEV)
+
+    # -- from_dlpack: DLPack producers -> a CAI / array-interface view
+    tt = torch.from_numpy(aligned((32, 32))) if torch is not None else None
+    af = aligned((32, 32))
+    if caibridge is not None:
+        if tt is not None:
+            add("from:torch:cb", "from_dlpack(t)", t=tt)
+            add("from:torch:cb_np", "np.asarray(from_dlpack(t))", t=tt)
+        add("from:numpy:cb", "from_dlpack(x)", x=af)
+        add("from:numpy:cb_np", "np.asarray(from_dlpack(x))", x=af)
+    if tt is not None:
+        add("from:torch:asarray", "np.asarray(t)", t=tt)
+        add("from:torch:np_from", "np.from_dlpack(t)", t=tt)
+    add("from:numpy:asarray", "np.asarray(x)", x=af)
+    add("from:numpy:np_from", "np.from_dlpack(x)", x=af)
+
+    # -- the C exchange API, called from C (no Python frame per call)
+    if caibridge is not None:
+        view = caibridge.as_dlpack(h)
+        if xb is not None and xb.has_table(view):
+            add("xapi:cb", cloop=lambda n: xb.exchange_loop(view, n))
+            if xb.dltensor_loop(view, 1) is not None:
+                add("xapi:cb_dltensor",
+                    cloop=lambda n: xb.dltensor_loop(view, n))
+        elif xb is not None:
+            missing.append("DLPackView publishes no __dlpack_c_exchange_api__")
+        if xb is not None:
+            add("xapi:cb_dunder_c", cloop=lambda n: xb.dunder_loop(view, n))
+        add("xapi:cb_dunder_py", "v.__dlpack__(max_version=(1, 3))", v=view)
+    if xb is not None:
+        add("xapi:numpy_dunder_c", cloop=lambda n: xb.dunder_loop(af, n))
+        if tt is not None and xb.has_table(tt):
+            add("xapi:torch", cloop=lambda n: xb.exchange_loop(tt, n))
+    add("xapi:numpy_dunder_py", "x.__dlpack__(max_version=(1, 3))", x=af)
+
+    # -- run: calibrate, then round-robin repeats
+    for key in order:
+        timed[key].calibrate()
+    for r in range(args.repeats):
+        # Rotate the start so no row always runs first after a pause.
+        k = r % len(order)
+        for key in order[k:] + order[:k]:
+            timed[key].repeat()
+
+    def samples(key):
+        return timed[key].samples if key in timed else None
+
+    def diff(a, b):
+        sa, sb = samples(a), samples(b)
+        if sa is None or sb is None:
+            return None
+        return [x - y for x, y in zip(sa, sb)]
+
+    rows = []
+
+    def row(section, key, label, s, vs=None, lib="", note=""):
+        if s is None:
+            return None
+        rw = Row(section, key, label, samples=s, vs=vs, lib=lib, note=note)
+        rows.append(rw)
+        return rw
+
+    # Host section.
+    sec = "host array -> consumer (2-D float32 via __array_interface__)"
+    row(sec, "host:prop", "h.__array_interface__ (producer property)",
+        samples("host:prop"), lib="producer")
+    for lib, pattern, direct in consumers:
+        cbk = f"host:{lib}:cb"
+        row(sec, cbk, pattern.format("as_dlpack(h)"), samples(cbk),
+            lib="caibridge")
+        row(sec, f"host:{lib}:cb_capsule", pattern.format("to_dlpack(h)"),
+            samples(f"host:{lib}:cb_capsule"), vs=cbk, lib="caibridge")
+        row(sec, f"host:{lib}:numpy", pattern.format("ndarray") +
+            " (NumPy __dlpack__)", samples(f"host:{lib}:numpy"), vs=cbk,
+            lib="numpy")
+        s_np, s_prop = samples(f"host:{lib}:numpy"), samples("host:prop")
+        if s_np and s_prop:
+            row(sec, f"host:{lib}:numpy+prop", pattern.format("ndarray") +
+                " + property time", [x + y for x, y in zip(s_np, s_prop)],
+                vs=cbk, lib="numpy")
+        row(sec, f"host:{lib}:direct", direct, samples(f"host:{lib}:direct"),
+            vs=cbk, lib=lib, note="copies" if lib == "jax" else "")
+        row(sec, f"host:{lib}:pydlpack",
+            pattern.format("pydlpack.asdlpack(h)"),
+            samples(f"host:{lib}:pydlpack"), vs=cbk, lib="pydlpack")
+    if torch is not None:
+        note = ("torch.as_tensor(h) itself raises (no __array_interface__ "
+                "support), so the torch row goes through np.asarray")
+    else:
+        note = None
+
+    # CAI own overhead.
+    for nd, strided in layouts:
+        lay = f"{nd}d{' strided' if strided else ''}"
+        sec = f"own overhead, CAI dict {lay}, device={DEV} (property excluded)"
+        pre = f"cai:{lay}"
+        row(sec, pre + ":prop_pre", "o.__cuda_array_interface__, prebuilt",
+            samples(pre + ":prop_pre"), lib="producer")
+        row(sec, pre + ":prop_built", "o.__cuda_array_interface__, built",
+            samples(pre + ":prop_built"), lib="producer")
+        ref = pre + ":own_view_pre"
+        row(sec, ref, "as_dlpack(o).__dlpack__() own, prebuilt",
+            diff(pre + ":view_pre", pre + ":prop_pre"), lib="caibridge")
+        row(sec, pre + ":own_view_built",
+            "as_dlpack(o).__dlpack__() own, built",
+            diff(pre + ":view_built", pre + ":prop_built"), lib="caibridge")
+        refc = pre + ":own_capsule_pre"
+        row(sec, refc, "to_dlpack(o) own, prebuilt",
+            diff(pre + ":capsule_pre", pre + ":prop_pre"), lib="caibridge")
+        row(sec, pre + ":own_capsule_built", "to_dlpack(o) own, built",
+            diff(pre + ":capsule_built", pre + ":prop_built"), vs=refc,
+            lib="caibridge")
+        row(sec, pre + ":own_numpy", "NumPy x.__dlpack__() (loop excluded)",
+            diff(pre + ":numpy", "loop"), vs=ref, lib="numpy")
+        if nd == 2 and not strided:
+            refv = pre + ":own_view_v_pre"
+            row(sec, refv, "as_dlpack(o).__dlpack__(max_version=(1,3)) own",
+                diff(pre + ":view_v_pre", pre + ":prop_pre"), lib="caibridge")
+            row(sec, pre + ":own_capsule_v_pre",
+                "to_dlpack(o, max_version=(1,3)) own",
+                diff(pre + ":capsule_v_pre", pre + ":prop_pre"), vs=refv,
+                lib="caibridge")
+            row(sec, pre + ":own_numpy_v",
+                "NumPy x.__dlpack__(max_version=(1,3)) (loop excl.)",
+                diff(pre + ":numpy_v", "loop"), vs=refv, lib="numpy")
+
+    # from_dlpack.
+    sec = "from_dlpack: DLPack producer -> CAI/array-interface view"
+    for prod, label in (("torch", "torch tensor"), ("numpy", "ndarray")):
+        p = f"from:{prod}"
+        row(sec, p + ":cb", f"from_dlpack({label})", samples(p + ":cb"),
+            lib="caibridge")
+        row(sec, p + ":cb_np", f"np.asarray(from_dlpack({label}))",
+            samples(p + ":cb_np"), lib="caibridge")
+        row(sec, p + ":asarray", f"np.asarray({label})",
+            samples(p + ":asarray"), vs=p + ":cb_np", lib="numpy")
+        row(sec, p + ":np_from", f"np.from_dlpack({label})",
+            samples(p + ":np_from"), vs=p + ":cb", lib="numpy")
+
+    # Exchange API.
+    sec = "C exchange API vs __dlpack__ (host view; C loops time in C)"
+    row(sec, "xapi:cb", "table: managed_tensor_from_py_object_no_sync + "
+        "deleter", samples("xapi:cb"), lib="caibridge")
+    row(sec, "xapi:cb_dltensor", "table: dltensor_from_py_object_no_sync",
+        samples("xapi:cb_dltensor"), vs="xapi:cb", lib="caibridge")
+    row(sec, "xapi:cb_dunder_c", "view.__dlpack__(max_version) from C "
+        "+ deleter", samples("xapi:cb_dunder_c"), vs="xapi:cb",
+        lib="caibridge")
+    row(sec, "xapi:cb_dunder_py", "view.__dlpack__(max_version) from Python",
+        diff("xapi:cb_dunder_py", "loop"), vs="xapi:cb", lib="caibridge")
+    row(sec, "xapi:torch", "torch.Tensor's own table + deleter",
+        samples("xapi:torch"), vs="xapi:cb", lib="torch")
+    row(sec, "xapi:numpy_dunder_c", "NumPy x.__dlpack__(max_version) from C "
+        "+ deleter", samples("xapi:numpy_dunder_c"), vs="xapi:cb",
+        lib="numpy")
+    row(sec, "xapi:numpy_dunder_py", "NumPy x.__dlpack__(max_version) from "
+        "Python", diff("xapi:numpy_dunder_py", "loop"), vs="xapi:cb",
+        lib="numpy")
+
+    if args.core:
+        rows.extend(run_core(args.core))
+
+    by_key = {r.key: r for r in rows}
+    for r in rows:
+        if r.vs and r.vs in by_key and by_key[r.vs].median > 0:
+            r.ratio = r.median / by_key[r.vs].median
+
+    # -- zero-copy checks: the consumer's pointer is the producer's
+    zc = []
+    if caibridge is not None:
+        ptr = a2.ctypes.data
+        if torch is not None:
+            zc.append(("torch.from_dlpack(as_dlpack(h))",
+                       torch.from_dlpack(caibridge.as_dlpack(h)).data_ptr()
+                       == ptr))
+        zc.append(("np.from_dlpack(as_dlpack(h))",
+                   np.from_dlpack(caibridge.as_dlpack(h)).ctypes.data == ptr))
+        if jax is not None:
+            zc.append(("jax.dlpack.from_dlpack(as_dlpack(h))",
+                       jax.dlpack.from_dlpack(caibridge.as_dlpack(h))
+                       .unsafe_buffer_pointer() == ptr))
+        if tt is not None:
+            zc.append(("np.asarray(from_dlpack(torch tensor))",
+                       np.asarray(caibridge.from_dlpack(tt)).ctypes.data
+                       == tt.data_ptr()))
+    if jax is not None:
+        zc.append(("jnp.asarray(h) (for reference)",
+                   jnp.asarray(h).unsafe_buffer_pointer() == a2.ctypes.data))
+
+    print_table(rows, args.repeats)
+    if note:
+        print(f"\nnote: {note}.")
+    if zc:
+        print("\nzero-copy (consumer's data pointer == producer's):")
+        for name, ok in zc:
+            print(f"  {name:44s} {'yes' if ok else 'NO (copied)'}")
+    print_targets(by_key)
+    if missing:
+        print("\nnot measured:")
+        for m in missing:
+            print("  - " + m)
+    if caibridge is not None:
+        print(f"\ncaibridge module: {cb_where}")
+    write_csv(rows, os.path.join(args.out, "bench.csv"))
+    plot(rows, os.path.join(args.out, "bench.png"))
+    print(f"wrote {os.path.join(args.out, 'bench.csv')} and "
+          f"{os.path.join(args.out, 'bench.png')}")
+
+
+def print_table(rows, repeats):
+    print(f"caibridge benchmark: median ns per hand-over over {repeats} "
+          "interleaved repeats; spread = IQR as % of the median")
+    print("ratio = this row / the caibridge row numbered in 'vs' "
+          "(> 1: caibridge is faster)")
+    w = max(len(r.label) for r in rows)
+    num = {r.key: i + 1 for i, r in enumerate(rows)}
+    section = None
+    for r in rows:
+        if r.section != section:
+            section = r.section
+            print(f"\n== {section}")
+            print(f"  {'#':>3s} {'name':{w}s} {'median ns':>10s} "
+                  f"{'spread':>7s} {'ratio':>7s}  vs")
+        ratio = f"{r.ratio:7.2f}" if r.ratio is not None else " " * 7
+        vs = f"#{num[r.vs]}" if r.vs in num else ""
+        note = f"  ({r.note})" if r.note else ""
+        print(f"  {num[r.key]:3d} {r.label:{w}s} {r.median:10.1f} "
+              f"{r.spread:6.1f}% {ratio}  {vs}{note}")
+
+
+def print_targets(by_key):
+    def med(k):
+        return by_key[k].median if k in by_key else None
+
+    def line(name, value, target, unit, met_if_le=True):
+        if value is None:
+            print(f"  {name:62s} not measured")
+            return
+        ok = value <= target if met_if_le else value < target
+        rel = "<=" if met_if_le else "<"
+        print(f"  {name:62s} {value:8.2f}{unit} (target {rel} "
+              f"{target}{unit})  {'met' if ok else 'NOT MET'}")
+
+    print("\n== targets (issue 5), measured in this run")
+    np2 = med("cai:2d:own_numpy")
+    v = med("cai:2d:own_view_pre")
+    line("as_dlpack(o).__dlpack__() own / NumPy x.__dlpack__(), 2-D",
+         v / np2 if v and np2 else None, 1.5, "x")
+    c = med("cai:2d:own_capsule_pre")
+    line("to_dlpack(o) own / NumPy x.__dlpack__(), 2-D",
+         c / np2 if c and np2 else None, 1.0, "x")
+    worst = [med(f"cai:{lay}:own_capsule_pre") / med(f"cai:{lay}:own_numpy")
+             for lay in ("1d", "1d strided", "2d", "2d strided", "4d",
+                         "4d strided")
+             if med(f"cai:{lay}:own_capsule_pre") and
+             med(f"cai:{lay}:own_numpy")]
+    line("  (worst layout of the six)", max(worst) if worst else None, 1.0,
+         "x")
+    e2e = med("host:torch:cb")
+    base = med("host:torch:numpy+prop")
+    line("torch.from_dlpack(as_dlpack(h)) / (torch.from_dlpack(nd) + prop)",
+         e2e / base if e2e and base else None, 1.1, "x")
+    line("C exchange API, ns per hand-over", med("xapi:cb"), 100, " ns",
+         met_if_le=False)
+    core = [r.median for k, r in by_key.items()
+            if k.startswith("core:core to_versioned")]
+    line("C core to_versioned+deleter, worst layout, ns",
+         max(core) if core else None, 50, " ns", met_if_le=False)
+
+
+def write_csv(rows, path):
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["section", "key", "name", "lib", "median_ns",
+                    "spread_pct", "vs", "ratio", "note"])
+        for r in rows:
+            w.writerow([r.section, r.key, r.label, r.lib, f"{r.median:.2f}",
+                        f"{r.spread:.1f}", r.vs or "",
+                        f"{r.ratio:.3f}" if r.ratio is not None else "",
+                        r.note])
+
+
+def plot(rows, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib missing: no plot")
+        return
+    pts = [r for r in rows if r.ratio is not None and r.ratio > 0]
+    if not pts:
+        return
+    colours = {"caibridge": "#4c72b0", "numpy": "#dd8452", "torch": "#c44e52",
+               "jax": "#55a868", "pydlpack": "#8172b3", "producer": "#937860"}
+    short = {}
+    for r in pts:
+        sec = r.section.split(" (")[0].split(",")
+        short[r.key] = r.label
+        if r.section.startswith("own overhead"):
+            short[r.key] = f"[{sec[1].strip().replace('CAI dict ', '')}] " \
+                           f"{r.label}"
+    fig_h = 0.28 * len(pts) + 1.6
+    fig, ax = plt.subplots(figsize=(10, fig_h))
+    ys = list(range(len(pts)))[::-1]
+    ax.barh(ys, [r.ratio for r in pts],
+            color=[colours.get(r.lib, "#777777") for r in pts])
+    ax.set_yticks(ys)
+    ax.set_yticklabels([short[r.key] for r in pts], fontsize=7)
+    ax.set_xscale("log")
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    for y, r in zip(ys, pts):
+        ax.text(r.ratio * 1.03, y, f"{r.ratio:.2f}", va="center", fontsize=6)
+    ax.set_xlabel("time / caibridge's time for the same hand-over "
+                  "(log; > 1: caibridge faster)")
+    ax.set_title("caibridge vs alternatives, median of interleaved repeats",
+                 fontsize=10)
+    from matplotlib.patches import Patch
+    used = sorted({r.lib for r in pts})
+    ax.legend(handles=[Patch(color=colours.get(u, "#777777"), label=u)
+                       for u in used], fontsize=7, loc="lower right")
+    ax.margins(x=0.15)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()
