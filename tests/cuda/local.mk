@@ -1,1 +1,44 @@
-# Filled in by its issue's work.
+# CUDA tests.  Without a GPU, the runtime is either the real libcudart (which
+# answers "no driver"), a path that does not exist, or a recording double
+# built here and selected with CAIBRIDGE_CUDART.
+CUDA_TESTS_CPPFLAGS = $(TESTS_CPPFLAGS) -I$(top_srcdir)/tests/cuda \
+	-DCUDART_DOUBLE_DIR='"$(abs_top_builddir)/tests/cuda"'
+
+# Correct whether or not CUDA support is built.
+CUDA_ALWAYS_TESTS = \
+	tests/cuda/missing-t \
+	tests/cuda/no-driver-t
+check_PROGRAMS += $(CUDA_ALWAYS_TESTS)
+TESTS += $(CUDA_ALWAYS_TESTS)
+tests_cuda_missing_t_SOURCES = tests/cuda/missing-t.c tests/cuda/cuda-test.h
+tests_cuda_missing_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
+tests_cuda_no_driver_t_SOURCES = tests/cuda/no-driver-t.c
+tests_cuda_no_driver_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
+
+if HAVE_CUDA
+# The double needs the toolkit headers so its entry points have the real
+# signatures.  -rpath makes libtool build it shared although nothing
+# installs it.
+check_LTLIBRARIES += tests/cuda/libcudart-double.la
+tests_cuda_libcudart_double_la_SOURCES = tests/cuda/cudart-double.c \
+	tests/cuda/cudart-double.h
+tests_cuda_libcudart_double_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_cuda_libcudart_double_la_LDFLAGS = -module -avoid-version -shared \
+	-rpath /nowhere
+
+CUDA_DOUBLE_TESTS = \
+	tests/cuda/order-t \
+	tests/cuda/locate-t \
+	tests/cuda/once-t \
+	tests/cuda/preloaded-t \
+	tests/cuda/old-runtime-t \
+	tests/cuda/wrong-library-t
+check_PROGRAMS += $(CUDA_DOUBLE_TESTS)
+TESTS += $(CUDA_DOUBLE_TESTS)
+tests_cuda_order_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
+tests_cuda_locate_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
+tests_cuda_once_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
+tests_cuda_preloaded_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
+tests_cuda_old_runtime_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
+tests_cuda_wrong_library_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
+endif

@@ -1,0 +1,145 @@
+/* Helpers shared by the CUDA tests: reaching the recording double, and the
+ * host-memory check that must pass whatever state CUDA is in. */
+#ifndef CAI_CUDA_TEST_H
+#define CAI_CUDA_TEST_H
+
+#include "config.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "caibridge.h"
+#include "cudart-double.h"
+#include "tap/basic.h"
+
+/* CUDART_DOUBLE_DIR comes from tests/cuda/local.mk; LT_OBJDIR is where
+ * libtool puts the shared object. */
+#define CUDART_DOUBLE_PATH \
+    CUDART_DOUBLE_DIR "/" LT_OBJDIR "libcudart-double.so"
+
+/* Opens the double (the same instance caibridge loads) for its controls. */
+static inline const struct cudart_double *open_double(void)
+{
+    const struct cudart_double *(*controls)(void);
+    void *handle = dlopen(CUDART_DOUBLE_PATH, RTLD_NOW | RTLD_LOCAL);
+    void *symbol;
+
+    if (handle == NULL)
+        bail("cannot load the CUDA runtime double: %s", dlerror());
+    symbol = dlsym(handle, "cudart_double_controls");
+    if (symbol == NULL)
+        bail("%s has no cudart_double_controls", CUDART_DOUBLE_PATH);
+    memcpy(&controls, &symbol, sizeof symbol);
+    return controls();
+}
+
+/* Makes caibridge load the double at its first CUDA call. */
+static inline const struct cudart_double *use_double(void)
+{
+    if (setenv("CAIBRIDGE_CUDART", CUDART_DOUBLE_PATH, 1) != 0)
+        bail("cannot set CAIBRIDGE_CUDART");
+    return open_double();
+}
+
+static int host_owner_released;
+
+static inline void release_host_owner(void *owner)
+{
+    (void)owner;
+    host_owner_released++;
+}
+
+/* A host array converts to DLPack whatever CUDA does (2 assertions). */
+static inline void check_host_conversion(const char *when)
+{
+    static float values[6] = {1, 2, 3, 4, 5, 6};
+    DLManagedTensorVersioned *tensor = NULL;
+    cai_desc_t desc;
+    cai_error_t err;
+    int rc;
+
+    memset(&desc, 0, sizeof desc);
+    desc.data = values;
+    desc.ndim = 2;
+    desc.version = 3;
+    desc.shape[0] = 2;
+    desc.shape[1] = 3;
+    desc.dtype.code = kDLFloat;
+    desc.dtype.bits = 32;
+    desc.dtype.lanes = 1;
+    desc.device.device_type = kDLCPU;
+    host_owner_released = 0;
+    rc = cai_desc_to_dlpack_versioned(&desc, 0, values, release_host_owner,
+                                      &tensor, &err);
+    is_int(CAI_OK, rc, "%s: host array converts to DLPack (%s)", when,
+           rc == 0 ? "ok" : err.message);
+    if (rc == 0 && tensor != NULL) {
+        ok(tensor->dl_tensor.device.device_type == kDLCPU &&
+               tensor->dl_tensor.data == values &&
+               tensor->dl_tensor.shape[1] == 3,
+           "%s: the tensor views the host array", when);
+        tensor->deleter(tensor);
+    } else {
+        ok(0, "%s: the tensor views the host array", when);
+    }
+}
+
+/*
+ * Every call that needs a GPU fails with CAI_ENOCUDA and a message holding
+ * needle, while an ordering that needs no CUDA call still succeeds (13
+ * assertions).  The runtime version needs no driver: it is expected to work
+ * when runtime_loads, and to fail like the rest otherwise.
+ */
+static inline void check_cuda_unavailable(const char *needle,
+                                          const char *when, int runtime_loads)
+{
+    static char device_memory[16];
+    cai_desc_t producer;
+    DLDevice device;
+    cai_error_t err;
+    int version = -1, rc;
+
+    rc = cai_cuda_runtime_version(&version, &err);
+    if (runtime_loads) {
+        is_int(CAI_OK, rc, "%s: runtime version: needs no driver", when);
+        ok(version >= 11000, "%s: runtime version: %d", when, version);
+        is_string("", err.message, "%s: runtime version: no error left",
+                  when);
+    } else {
+        is_int(CAI_ENOCUDA, rc, "%s: runtime version: CAI_ENOCUDA", when);
+        contains(err.message, needle,
+                 "%s: runtime version: the message says why", when);
+        is_int(0, version, "%s: runtime version: 0 written", when);
+    }
+
+    rc = cai_cuda_locate(device_memory, &device, &err);
+    is_int(CAI_ENOCUDA, rc, "%s: locate: CAI_ENOCUDA", when);
+    contains(err.message, needle, "%s: locate: the message says why", when);
+    is_string("data", err.field, "%s: locate: field is data", when);
+
+    rc = cai_cuda_locate(NULL, &device, &err);
+    is_int(CAI_ENOCUDA, rc, "%s: locate NULL: CAI_ENOCUDA", when);
+
+    memset(&producer, 0, sizeof producer);
+    producer.device.device_type = kDLCUDA;
+    producer.has_stream = 1;
+    producer.stream = 0x5000;
+    rc = cai_cuda_order(&producer, 0x6000, &err);
+    is_int(CAI_ENOCUDA, rc, "%s: order two streams: CAI_ENOCUDA", when);
+    contains(err.message, needle, "%s: order: the message says why", when);
+
+    rc = cai_cuda_stream_synchronize(0x5000, &err);
+    is_int(CAI_ENOCUDA, rc, "%s: synchronize: CAI_ENOCUDA", when);
+    contains(err.message, needle, "%s: synchronize: the message says why",
+             when);
+
+    producer.has_stream = 0;
+    rc = cai_cuda_order(&producer, 0x6000, &err);
+    is_int(CAI_OK, rc, "%s: order without a producer stream needs no CUDA: "
+           "success", when);
+    rc = cai_cuda_order(&producer, 0, &err);
+    is_int(CAI_EINVAL, rc, "%s: stream 0 is still refused as such", when);
+}
+
+#endif

@@ -1,0 +1,178 @@
+/*
+ * cai_cuda_locate on the recording double: each memory kind, the pointer's
+ * own device rather than the current one, and the calls made.
+ */
+#include <stdio.h>
+
+#include "cuda-test.h"
+
+static const struct cudart_double *cuda;
+
+/* Fake addresses: the double only compares them. */
+static char device_memory[16], pinned_memory[16], managed_memory[16],
+    host_memory[16], odd_memory[16];
+
+static void expect_one_lookup(const void *ptr, const char *name)
+{
+    char expected[64];
+
+    snprintf(expected, sizeof expected, "cudaPointerGetAttributes(%p)\n",
+             ptr);
+    is_string(expected, cuda->log(), "%s: one pointer lookup, nothing else",
+              name);
+}
+
+static void memory_kinds(void)
+{
+    DLDevice device;
+    cai_error_t err;
+    int rc;
+
+    cuda->reset();
+    cuda->set_pointer(device_memory, DOUBLE_DEVICE, 1);
+    rc = cai_cuda_locate(device_memory, &device, &err);
+    is_int(CAI_OK, rc, "device memory: success");
+    is_int(kDLCUDA, device.device_type, "device memory: kDLCUDA");
+    is_int(1, device.device_id, "device memory on device 1 while device 0 "
+           "is current: device 1");
+    expect_one_lookup(device_memory, "device memory");
+
+    cuda->reset();
+    cuda->set_current_device(3);
+    cuda->set_pointer(device_memory, DOUBLE_DEVICE, 0);
+    rc = cai_cuda_locate(device_memory, &device, &err);
+    is_int(0, device.device_id, "device memory on device 0 while device 3 "
+           "is current: device 0");
+
+    cuda->reset();
+    cuda->set_pointer(pinned_memory, DOUBLE_PINNED, 2);
+    rc = cai_cuda_locate(pinned_memory, &device, &err);
+    is_int(CAI_OK, rc, "pinned host memory: success");
+    is_int(kDLCUDAHost, device.device_type, "pinned host memory: "
+           "kDLCUDAHost");
+    is_int(0, device.device_id, "pinned host memory: device id 0");
+    expect_one_lookup(pinned_memory, "pinned host memory");
+
+    cuda->reset();
+    cuda->set_pointer(managed_memory, DOUBLE_MANAGED, 1);
+    rc = cai_cuda_locate(managed_memory, &device, &err);
+    is_int(CAI_OK, rc, "managed memory: success");
+    is_int(kDLCUDAManaged, device.device_type, "managed memory: "
+           "kDLCUDAManaged");
+    is_int(0, device.device_id, "managed memory: device id 0");
+
+    cuda->reset();
+    rc = cai_cuda_locate(host_memory, &device, &err);
+    is_int(CAI_EUNSUPPORTED, rc, "unregistered host memory: "
+           "CAI_EUNSUPPORTED");
+    is_string("data", err.field, "unregistered host memory: field is data");
+    contains(err.message, "host memory not registered with CUDA",
+             "unregistered host memory: the message says why");
+    is_int(0, device.device_type, "unregistered host memory: no device "
+           "written");
+    expect_one_lookup(host_memory, "unregistered host memory");
+
+    cuda->reset();
+    cuda->set_pointer(odd_memory, 9, 0);
+    rc = cai_cuda_locate(odd_memory, &device, &err);
+    is_int(CAI_EUNSUPPORTED, rc, "unknown memory type: CAI_EUNSUPPORTED");
+    contains(err.message, "memory type 9", "unknown memory type: the "
+             "message names it");
+
+    cuda->reset();
+    cuda->set_pointer(odd_memory, DOUBLE_DEVICE, -2);
+    rc = cai_cuda_locate(odd_memory, &device, &err);
+    is_int(CAI_ECUDA, rc, "device memory on device -2: refused, not "
+           "passed on");
+}
+
+static void zero_size(void)
+{
+    DLDevice device;
+    cai_error_t err;
+    int rc;
+
+    cuda->reset();
+    cuda->set_current_device(2);
+    rc = cai_cuda_locate(NULL, &device, &err);
+    is_int(CAI_OK, rc, "NULL pointer: success");
+    is_int(kDLCUDA, device.device_type, "NULL pointer: kDLCUDA");
+    is_int(2, device.device_id, "NULL pointer: the current device (2)");
+    is_string("cudaGetDevice() = 2\n", cuda->log(),
+              "NULL pointer: the current device is asked, not the pointer");
+}
+
+static void failures(void)
+{
+    DLDevice device;
+    cai_error_t err;
+    int rc;
+
+    cuda->reset();
+    cuda->fail("cudaPointerGetAttributes", 35);
+    rc = cai_cuda_locate(device_memory, &device, &err);
+    is_int(CAI_ENOCUDA, rc, "lookup answers no driver: CAI_ENOCUDA");
+    contains(err.message, "cudaPointerGetAttributes failed: double: no CUDA "
+             "driver (CUDA error 35)", "no driver: the message names the "
+             "call, the runtime's text and the number");
+
+    cuda->reset();
+    cuda->fail("cudaPointerGetAttributes", 1);
+    rc = cai_cuda_locate(device_memory, &device, &err);
+    is_int(CAI_ECUDA, rc, "lookup answers invalid value: CAI_ECUDA");
+    contains(cuda->log(), "cudaGetLastError() = 1\n",
+             "invalid value: the runtime's error is cleared once reported");
+}
+
+/* A located descriptor converts to a tensor on that device. */
+static void located_conversion(void)
+{
+    DLManagedTensorVersioned *tensor = NULL;
+    cai_desc_t desc;
+    cai_error_t err;
+    int rc;
+
+    memset(&desc, 0, sizeof desc);
+    desc.data = device_memory;
+    desc.ndim = 1;
+    desc.version = 3;
+    desc.shape[0] = 4;
+    desc.dtype.code = kDLFloat;
+    desc.dtype.bits = 32;
+    desc.dtype.lanes = 1;
+    cuda->reset();
+    cuda->set_pointer(device_memory, DOUBLE_DEVICE, 3);
+    rc = cai_cuda_locate(desc.data, &desc.device, &err);
+    is_int(CAI_OK, rc, "locating before conversion: success");
+    rc = cai_desc_to_dlpack_versioned(&desc, 0, NULL, NULL, &tensor, &err);
+    is_int(CAI_OK, rc, "located descriptor converts");
+    if (tensor != NULL) {
+        ok(tensor->dl_tensor.device.device_type == kDLCUDA &&
+               tensor->dl_tensor.device.device_id == 3,
+           "the tensor is on CUDA device 3");
+        tensor->deleter(tensor);
+    } else {
+        ok(0, "the tensor is on CUDA device 3");
+    }
+}
+
+int main(void)
+{
+    DLDevice device;
+    int version = 0;
+
+    cuda = use_double();
+    plan_lazy();
+    /* Loading asks the runtime's version; the cases below start after. */
+    is_int(CAI_OK, cai_cuda_runtime_version(&version, NULL),
+           "the double loads as the runtime");
+    cuda->reset();
+    is_int(CAI_OK, cai_cuda_locate(NULL, &device, NULL),
+           "a NULL error struct is allowed");
+    memory_kinds();
+    zero_size();
+    failures();
+    located_conversion();
+    check_host_conversion("with the double loaded");
+    return 0;
+}

@@ -1,0 +1,333 @@
+/*
+ * cai_cuda_order and cai_cuda_stream_synchronize on the recording double:
+ * the exact CUDA calls made for each producer/consumer stream case.
+ */
+#include <stdio.h>
+
+#include "cuda-test.h"
+
+#define PRODUCER_STREAM ((intptr_t)0x5000)
+#define CONSUMER_STREAM ((intptr_t)0x6000)
+
+static const struct cudart_double *cuda;
+
+/* A producer on device memory of device, with stream (0: none). */
+static cai_desc_t producer(intptr_t stream, DLDeviceType type, int device)
+{
+    cai_desc_t desc;
+
+    memset(&desc, 0, sizeof desc);
+    desc.has_stream = stream != 0;
+    desc.stream = stream;
+    desc.device.device_type = type;
+    desc.device.device_id = device;
+    return desc;
+}
+
+/* Runs one ordering from a clean double; returns the status. */
+static int order(cai_desc_t desc, intptr_t consumer, cai_error_t *err)
+{
+    cuda->reset();
+    return cai_cuda_order(&desc, consumer, err);
+}
+
+static void no_call_cases(void)
+{
+    cai_error_t err;
+    int rc;
+
+    rc = order(producer(0, kDLCUDA, 0), CONSUMER_STREAM, &err);
+    is_int(CAI_OK, rc, "producer without a stream: success");
+    is_string("", cuda->log(), "producer without a stream: no CUDA call");
+
+    rc = order(producer(PRODUCER_STREAM, kDLCUDA, 0), CAI_STREAM_NO_SYNC,
+               &err);
+    is_int(CAI_OK, rc, "consumer stream -1: success");
+    is_string("", cuda->log(), "consumer stream -1: no CUDA call");
+
+    rc = order(producer(PRODUCER_STREAM, kDLCUDA, 0), PRODUCER_STREAM, &err);
+    is_int(CAI_OK, rc, "same stream on both sides: success");
+    is_string("", cuda->log(), "same stream on both sides: no CUDA call");
+
+    rc = order(producer(CAI_STREAM_LEGACY, kDLCUDA, 0), CAI_STREAM_LEGACY,
+               &err);
+    is_int(CAI_OK, rc, "both on the legacy default stream: success");
+    is_string("", cuda->log(), "both on the legacy stream: no CUDA call");
+
+    rc = order(producer(CAI_STREAM_PER_THREAD, kDLCUDA, 0),
+               CAI_STREAM_PER_THREAD, &err);
+    is_int(CAI_OK, rc, "both on the per-thread default stream: success");
+    is_string("", cuda->log(), "both on the per-thread stream: no CUDA call");
+}
+
+static void refused_cases(void)
+{
+    cai_error_t err;
+    int rc;
+
+    rc = order(producer(PRODUCER_STREAM, kDLCUDA, 0), 0, &err);
+    is_int(CAI_EINVAL, rc, "consumer stream 0: refused");
+    contains(err.message, "stream = 0 is disallowed",
+             "consumer stream 0: the message names the rule");
+    is_string("stream", err.field, "consumer stream 0: field is stream");
+    is_string("", cuda->log(), "consumer stream 0: no CUDA call");
+
+    rc = order(producer(0, kDLCUDA, 0), 0, &err);
+    is_int(CAI_EINVAL, rc, "consumer stream 0 without a producer stream: "
+           "still refused");
+
+    rc = order(producer(PRODUCER_STREAM, kDLCUDA, 0), -7, &err);
+    is_int(CAI_EINVAL, rc, "consumer stream -7: refused");
+    contains(err.message, "-7 is not a stream",
+             "consumer stream -7: the message says why");
+
+    rc = order(producer(-1, kDLCUDA, 0), CONSUMER_STREAM, &err);
+    is_int(CAI_EINVAL, rc, "producer stream -1: refused");
+    contains(err.message, "producer stream = -1",
+             "producer stream -1: the message names it");
+    is_string("", cuda->log(), "refused producer stream: no CUDA call");
+}
+
+/* The calls an ordering makes on the current device 0, between streams
+ * written as they appear in the log. */
+static void expect_event_ordering(const char *name, const char *p,
+                                  const char *s)
+{
+    char expected[512];
+
+    snprintf(expected, sizeof expected,
+             "cudaGetDevice() = 0\n"
+             "cudaEventCreateWithFlags(0x2) = ev1 on device 0\n"
+             "cudaEventRecord(ev1, %s)\n"
+             "cudaStreamWaitEvent(%s, ev1, 0x0)\n"
+             "cudaEventDestroy(ev1)\n",
+             p, s);
+    is_string(expected, cuda->log(), "%s: event recorded on %s, %s waits "
+              "on it, event destroyed", name, p, s);
+    is_int(0, cuda->live_events(), "%s: no event left alive", name);
+    ok(strstr(cuda->log(), "cudaStreamSynchronize") == NULL,
+       "%s: the host is never blocked", name);
+}
+
+static void event_cases(void)
+{
+    static const struct {
+        const char *name;
+        intptr_t p, s;
+        const char *p_text, *s_text;
+    } cases[] = {
+        {"two streams", PRODUCER_STREAM, CONSUMER_STREAM, "0x5000", "0x6000"},
+        {"consumer on the legacy stream", PRODUCER_STREAM, CAI_STREAM_LEGACY,
+         "0x5000", "0x1"},
+        {"consumer on the per-thread stream", PRODUCER_STREAM,
+         CAI_STREAM_PER_THREAD, "0x5000", "0x2"},
+        {"legacy producer, per-thread consumer", CAI_STREAM_LEGACY,
+         CAI_STREAM_PER_THREAD, "0x1", "0x2"},
+        {"per-thread producer, legacy consumer", CAI_STREAM_PER_THREAD,
+         CAI_STREAM_LEGACY, "0x2", "0x1"},
+        {"per-thread producer, own consumer stream", CAI_STREAM_PER_THREAD,
+         CONSUMER_STREAM, "0x2", "0x6000"},
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof cases / sizeof *cases; i++) {
+        cai_error_t err;
+        int rc = order(producer(cases[i].p, kDLCUDA, 0), cases[i].s, &err);
+
+        is_int(CAI_OK, rc, "%s: success", cases[i].name);
+        expect_event_ordering(cases[i].name, cases[i].p_text,
+                              cases[i].s_text);
+    }
+}
+
+/* Pinned and managed memory carry device 0 by convention: the current
+ * device is used as is. */
+static void host_accessible_cases(void)
+{
+    cai_error_t err;
+    int rc;
+
+    cuda->reset();
+    cuda->set_current_device(2);
+    rc = cai_cuda_order(&(cai_desc_t){.has_stream = 1,
+                                      .stream = PRODUCER_STREAM,
+                                      .device = {kDLCUDAManaged, 0}},
+                        CONSUMER_STREAM, &err);
+    is_int(CAI_OK, rc, "managed producer: success");
+    is_string("cudaEventCreateWithFlags(0x2) = ev1 on device 2\n"
+              "cudaEventRecord(ev1, 0x5000)\n"
+              "cudaStreamWaitEvent(0x6000, ev1, 0x0)\n"
+              "cudaEventDestroy(ev1)\n",
+              cuda->log(), "managed producer: event on the current device, "
+              "no device switch");
+}
+
+static void other_device_cases(void)
+{
+    cai_error_t err;
+    int rc;
+
+    rc = order(producer(PRODUCER_STREAM, kDLCUDA, 1), CONSUMER_STREAM, &err);
+    is_int(CAI_OK, rc, "producer on device 1, device 0 current: success");
+    is_string("cudaGetDevice() = 0\n"
+              "cudaSetDevice(1)\n"
+              "cudaEventCreateWithFlags(0x2) = ev1 on device 1\n"
+              "cudaEventRecord(ev1, 0x5000)\n"
+              "cudaStreamWaitEvent(0x6000, ev1, 0x0)\n"
+              "cudaEventDestroy(ev1)\n"
+              "cudaSetDevice(0)\n",
+              cuda->log(), "producer on device 1: the event is made and "
+              "recorded on device 1, then device 0 is current again");
+    is_int(0, cuda->current_device(), "producer on device 1: device 0 "
+           "restored");
+
+    cuda->reset();
+    cuda->fail("cudaEventRecord", 400);
+    rc = cai_cuda_order(&(cai_desc_t){.has_stream = 1,
+                                      .stream = PRODUCER_STREAM,
+                                      .device = {kDLCUDA, 3}},
+                        CAI_STREAM_LEGACY, &err);
+    is_int(CAI_ECUDA, rc, "failing record on device 3: CAI_ECUDA");
+    is_int(0, cuda->current_device(), "failing record on device 3: device "
+           "0 restored");
+    is_int(0, cuda->live_events(), "failing record on device 3: event "
+           "destroyed");
+
+    rc = order(producer(PRODUCER_STREAM, kDLCUDA, 9), CONSUMER_STREAM, &err);
+    is_int(CAI_ECUDA, rc, "producer on a device that does not exist: "
+           "CAI_ECUDA");
+    contains(err.message, "cudaSetDevice failed",
+             "no such device: the message names the call");
+    is_string("cudaGetDevice() = 0\n"
+              "cudaSetDevice(9) -> error 101\n"
+              "cudaGetErrorString(101)\n"
+              "cudaGetLastError() = 101\n",
+              cuda->log(), "no such device: no event is created");
+}
+
+static void failure_cases(void)
+{
+    cai_error_t err;
+    int rc;
+
+    cuda->reset();
+    cuda->fail("cudaEventRecord", 400);
+    rc = cai_cuda_order(&(cai_desc_t){.has_stream = 1,
+                                      .stream = PRODUCER_STREAM,
+                                      .device = {kDLCUDA, 0}},
+                        CONSUMER_STREAM, &err);
+    is_int(CAI_ECUDA, rc, "record fails: CAI_ECUDA");
+    is_string("stream", err.field, "record fails: field is stream");
+    contains(err.message, "cudaEventRecord failed: double: invalid handle "
+             "(CUDA error 400)", "record fails: the message names the call, "
+             "the runtime's text and the number");
+    is_string("cudaGetDevice() = 0\n"
+              "cudaEventCreateWithFlags(0x2) = ev1 on device 0\n"
+              "cudaEventRecord(ev1, 0x5000) -> error 400\n"
+              "cudaEventDestroy(ev1)\n"
+              "cudaGetErrorString(400)\n"
+              "cudaGetLastError() = 400\n",
+              cuda->log(), "record fails: the event is still destroyed and "
+              "the runtime's error is cleared, nothing waits");
+    is_int(0, cuda->live_events(), "record fails: no event left alive");
+
+    cuda->reset();
+    cuda->fail("cudaStreamWaitEvent", 400);
+    rc = cai_cuda_order(&(cai_desc_t){.has_stream = 1,
+                                      .stream = PRODUCER_STREAM,
+                                      .device = {kDLCUDA, 0}},
+                        CONSUMER_STREAM, &err);
+    is_int(CAI_ECUDA, rc, "wait fails: CAI_ECUDA");
+    contains(err.message, "cudaStreamWaitEvent failed",
+             "wait fails: the message names the call");
+    is_int(0, cuda->live_events(), "wait fails: event destroyed");
+
+    cuda->reset();
+    cuda->fail("cudaEventDestroy", 700);
+    rc = cai_cuda_order(&(cai_desc_t){.has_stream = 1,
+                                      .stream = PRODUCER_STREAM,
+                                      .device = {kDLCUDA, 0}},
+                        CONSUMER_STREAM, &err);
+    is_int(CAI_ECUDA, rc, "destroy fails: reported, CAI_ECUDA");
+    contains(err.message, "cudaEventDestroy failed",
+             "destroy fails: the message names the call");
+
+    cuda->reset();
+    cuda->fail("cudaEventCreateWithFlags", 35);
+    rc = cai_cuda_order(&(cai_desc_t){.has_stream = 1,
+                                      .stream = PRODUCER_STREAM,
+                                      .device = {kDLCUDA, 0}},
+                        CONSUMER_STREAM, &err);
+    is_int(CAI_ENOCUDA, rc, "create fails with no driver: CAI_ENOCUDA");
+    contains(err.message, "no usable CUDA driver",
+             "create fails with no driver: the message says so");
+    ok(strstr(cuda->log(), "cudaEventDestroy") == NULL,
+       "create fails: nothing to destroy");
+
+    cuda->reset();
+    cuda->fail("*", 100);
+    rc = cai_cuda_order(&(cai_desc_t){.has_stream = 1,
+                                      .stream = PRODUCER_STREAM,
+                                      .device = {kDLCUDA, 0}},
+                        CONSUMER_STREAM, &err);
+    is_int(CAI_ENOCUDA, rc, "no device (100): CAI_ENOCUDA");
+    contains(err.message, "cudaGetDevice failed: double: no CUDA device "
+             "(CUDA error 100)", "no device: the message names the first "
+             "call that failed");
+}
+
+static void synchronize_cases(void)
+{
+    cai_error_t err;
+    int rc;
+
+    cuda->reset();
+    rc = cai_cuda_stream_synchronize(PRODUCER_STREAM, &err);
+    is_int(CAI_OK, rc, "synchronize: success");
+    is_string("cudaStreamSynchronize(0x5000)\n", cuda->log(),
+              "synchronize: one call on the stream handle");
+
+    cuda->reset();
+    rc = cai_cuda_stream_synchronize(CAI_STREAM_LEGACY, &err);
+    is_string("cudaStreamSynchronize(0x1)\n", cuda->log(),
+              "synchronize legacy: handle 1, never NULL");
+
+    cuda->reset();
+    rc = cai_cuda_stream_synchronize(CAI_STREAM_NO_SYNC, &err);
+    is_int(CAI_OK, rc, "synchronize -1: success");
+    is_string("", cuda->log(), "synchronize -1: no call");
+
+    cuda->reset();
+    rc = cai_cuda_stream_synchronize(0, &err);
+    is_int(CAI_EINVAL, rc, "synchronize 0: refused");
+    is_string("", cuda->log(), "synchronize 0: no call");
+
+    cuda->reset();
+    cuda->fail("cudaStreamSynchronize", 719);
+    rc = cai_cuda_stream_synchronize(CONSUMER_STREAM, &err);
+    is_int(CAI_ECUDA, rc, "synchronize fails: CAI_ECUDA");
+    contains(err.message, "cudaStreamSynchronize failed",
+             "synchronize fails: the message names the call");
+}
+
+int main(void)
+{
+    cai_error_t err;
+    int version = 0, rc;
+
+    cuda = use_double();
+    plan_lazy();
+
+    rc = cai_cuda_runtime_version(&version, &err);
+    is_int(CAI_OK, rc, "the double loads as the runtime");
+    is_int(13000, version, "the double's runtime version is reported");
+
+    no_call_cases();
+    refused_cases();
+    event_cases();
+    host_accessible_cases();
+    other_device_cases();
+    failure_cases();
+    synchronize_cases();
+    return 0;
+}
