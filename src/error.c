@@ -33,7 +33,7 @@ const char *cai_status_name(int status)
     case CAI_EUNSUPPORTED: return "cannot be expressed by the target";
     case CAI_ENOMEM: return "out of memory";
     case CAI_EREADONLY: return "read-only data asked for as a legacy tensor";
-    case CAI_EVERSION: return "DLPack version too new";
+    case CAI_EVERSION: return "unsupported DLPack major version";
     case CAI_ENOCUDA: return "CUDA unavailable";
     case CAI_ECUDA: return "CUDA call failed";
     default: return "unknown status";

@@ -12,7 +12,8 @@ C_CORE_TESTS = \
 	tests/desc-t \
 	tests/dlpack-t \
 	tests/error-t \
-	tests/abi-t
+	tests/abi-t \
+	tests/cxx-t
 
 check_PROGRAMS += $(C_CORE_TESTS)
 TESTS += $(C_CORE_TESTS)
@@ -25,3 +26,7 @@ tests_error_t_CPPFLAGS = $(TESTS_CPPFLAGS)
 tests_abi_t_CPPFLAGS = $(TESTS_CPPFLAGS)
 tests_abi_t_SOURCES = tests/abi-t.c tests/abi.h tests/abi-list.h \
 	tests/abi-table.h tests/abi-ours.c tests/abi-upstream.c tests/abi-guard.c
+# The header from C++: compiled as C++11 (when the compiler knows it).
+tests_cxx_t_SOURCES = tests/cxx-t.cc
+tests_cxx_t_CPPFLAGS = $(TESTS_CPPFLAGS)
+tests_cxx_t_CXXFLAGS = $(CAI_CXX11_FLAG) $(CAI_WARN_CXXFLAGS)
