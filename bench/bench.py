@@ -175,7 +175,13 @@ def main():
     ap.add_argument("--xbench", help="directory holding _xbench.so")
     ap.add_argument("--out", default=".", help="where CSV and PNG go")
     ap.add_argument("--repeats", type=int, default=REPEATS)
+    ap.add_argument("--cudart", help="the recording CUDA runtime double "
+                    "(tests/cuda), for counting runtime calls")
     args = ap.parse_args()
+    if args.cudart and os.path.exists(args.cudart):
+        # Read by the core at its first CUDA call: every runtime call made
+        # in this process, timed rows included, goes to the double.
+        os.environ["CAIBRIDGE_CUDART"] = os.path.abspath(args.cudart)
 
     warnings.simplefilter("ignore")
     os.makedirs(args.out, exist_ok=True)
@@ -451,7 +457,7 @@ def main():
 
     by_key = {r.key: r for r in rows}
     for r in rows:
-        if r.vs and r.vs in by_key and by_key[r.vs].median > 0:
+        if r.vs and r.vs in by_key and by_key[r.vs].median:
             r.ratio = r.median / by_key[r.vs].median
 
     # -- zero-copy checks: the consumer's pointer is the producer's
@@ -476,7 +482,23 @@ def main():
         zc.append(("jnp.asarray(h) (for reference)",
                    jnp.asarray(h).unsafe_buffer_pointer() == a2.ctypes.data))
 
-    print_table(rows, args.repeats)
+    cuda_rows = []
+    if caibridge is None:
+        pass
+    elif not args.cudart or not os.path.exists(args.cudart):
+        missing.append("CUDA runtime call counts: the recording double "
+                       f"({args.cudart or 'tests/cuda'}) is not built")
+    else:
+        try:
+            cuda_rows = count_cuda_calls(caibridge, args.cudart)
+        except Exception as e:
+            missing.append(f"CUDA runtime call counts: {type(e).__name__}: "
+                           f"{e}")
+    rows.extend(cuda_rows)
+
+    print_table([r for r in rows if r.median is not None], args.repeats)
+    if cuda_rows:
+        print_cuda(cuda_rows)
     if note:
         print(f"\nnote: {note}.")
     if zc:
@@ -494,6 +516,121 @@ def main():
     plot(rows, os.path.join(args.out, "bench.png"))
     print(f"wrote {os.path.join(args.out, 'bench.csv')} and "
           f"{os.path.join(args.out, 'bench.png')}")
+
+
+# ------------------------------------------------------- CUDA call counts
+
+class _Double(__import__("ctypes").Structure):
+    pass
+
+
+def count_cuda_calls(caibridge, path, n=20):
+    """Runtime calls per hand-over on the CUDA paths, from the log of the
+    recording double (tests/cuda/cudart-double.h), which caibridge loads
+    through CAIBRIDGE_CUDART; opening the same file gives the same copy."""
+    import ctypes
+    from collections import Counter
+
+    fn = ctypes.CFUNCTYPE
+    _Double._fields_ = [
+        ("reset", fn(None)),
+        ("set_version", fn(None, ctypes.c_int)),
+        ("set_current_device", fn(None, ctypes.c_int)),
+        ("current_device", fn(ctypes.c_int)),
+        ("set_pointer", fn(None, ctypes.c_void_p, ctypes.c_int,
+                           ctypes.c_int)),
+        ("fail", fn(None, ctypes.c_char_p, ctypes.c_int)),
+        ("log", fn(ctypes.c_char_p)),
+        ("live_events", fn(ctypes.c_int)),
+    ]
+    lib = ctypes.CDLL(os.path.abspath(path))
+    lib.cudart_double_controls.restype = ctypes.POINTER(_Double)
+    dbl = lib.cudart_double_controls().contents
+    device_memory = 2  # DOUBLE_DEVICE
+
+    buf = aligned((32, 32))
+    producer_stream = 0x5000
+
+    def cai(stream=None):
+        d = cai_dict(buf)
+        if stream is not None:
+            d["stream"] = stream
+        o = CAIPrebuilt(buf)
+        o._cai = d
+        return o
+
+    plain, streamed = cai(), cai(producer_stream)
+    # Device given, so making it needs no pointer lookup.
+    view = caibridge.as_dlpack(streamed, device=DEV)
+    paths = [
+        ("as_dlpack(o).__dlpack__(), no producer stream, device looked up",
+         lambda: caibridge.as_dlpack(plain).__dlpack__()),
+        ("as_dlpack(o, device=(2,0)).__dlpack__(), no producer stream",
+         lambda: caibridge.as_dlpack(plain, device=DEV).__dlpack__()),
+        ("as_dlpack(o).__dlpack__(stream=2), producer stream",
+         lambda: caibridge.as_dlpack(streamed).__dlpack__(stream=2)),
+        ("as_dlpack(o).__dlpack__(stream=<same as producer>)",
+         lambda: caibridge.as_dlpack(streamed).__dlpack__(
+             stream=producer_stream)),
+        ("as_dlpack(o).__dlpack__(stream=-1) (consumer: no ordering)",
+         lambda: caibridge.as_dlpack(streamed).__dlpack__(stream=-1)),
+        ("as_dlpack(o, sync=False).__dlpack__(stream=2)",
+         lambda: caibridge.as_dlpack(streamed, sync=False).__dlpack__(
+             stream=2)),
+        ("view.__dlpack__(stream=2) on an existing view",
+         lambda: view.__dlpack__(stream=2)),
+        ("to_dlpack(o), producer stream, consumer legacy default",
+         lambda: caibridge.to_dlpack(streamed)),
+        ("to_dlpack(o, stream=2), producer stream",
+         lambda: caibridge.to_dlpack(streamed, stream=2)),
+        ("from_dlpack(CUDA DLPack producer)",
+         lambda: caibridge.from_dlpack(view)),
+        ("from_dlpack(CUDA DLPack producer, stream=2)",
+         lambda: caibridge.from_dlpack(view, stream=2)),
+        ("from_dlpack(...).__cuda_array_interface__",
+         lambda: caibridge.from_dlpack(view).__cuda_array_interface__),
+    ]
+    rows = []
+    sec = "CUDA runtime calls per hand-over (recording double, no GPU)"
+    for label, call in paths:
+        dbl.reset()
+        dbl.set_pointer(buf.ctypes.data, device_memory, 0)
+        try:
+            call()  # first call may load the runtime: not counted
+            dbl.reset()
+            dbl.set_pointer(buf.ctypes.data, device_memory, 0)
+            for _ in range(n):
+                call()
+        except Exception as e:
+            r = Row(sec, "cuda:" + label, label, median=None, spread=None,
+                    lib="caibridge", note=f"failed: {type(e).__name__}: {e}")
+            r.calls = None
+            rows.append(r)
+            continue
+        lines = [ln for ln in dbl.log().decode().splitlines() if ln]
+        names = Counter(ln.split("(")[0] for ln in lines)
+        per = len(lines) / n
+        what = ", ".join(f"{k} x{v / n:g}" for k, v in sorted(names.items()))
+        r = Row(sec, "cuda:" + label, label, median=None, spread=None,
+                lib="caibridge", note=what or "none")
+        r.calls = per
+        r.events_alive = dbl.live_events()
+        rows.append(r)
+    dbl.reset()
+    return rows
+
+
+def print_cuda(rows):
+    print(f"\n== {rows[0].section}")
+    w = max(len(r.label) for r in rows)
+    print(f"  {'path':{w}s} {'calls':>5s}  which")
+    for r in rows:
+        calls = f"{r.calls:5g}" if r.calls is not None else "    -"
+        print(f"  {r.label:{w}s} {calls}  {r.note}")
+    leaked = [r for r in rows if getattr(r, "events_alive", 0)]
+    if leaked:
+        print("  events still alive after a path: " +
+              ", ".join(f"{r.label}: {r.events_alive}" for r in leaked))
 
 
 def print_table(rows, repeats):
@@ -563,10 +700,14 @@ def write_csv(rows, path):
         w.writerow(["section", "key", "name", "lib", "median_ns",
                     "spread_pct", "vs", "ratio", "note"])
         for r in rows:
-            w.writerow([r.section, r.key, r.label, r.lib, f"{r.median:.2f}",
-                        f"{r.spread:.1f}", r.vs or "",
+            calls = getattr(r, "calls", None)
+            w.writerow([r.section, r.key, r.label, r.lib,
+                        f"{r.median:.2f}" if r.median is not None else "",
+                        f"{r.spread:.1f}" if r.spread is not None else "",
+                        r.vs or "",
                         f"{r.ratio:.3f}" if r.ratio is not None else "",
-                        r.note])
+                        r.note if calls is None else
+                        f"{calls:g} CUDA calls: {r.note}"])
 
 
 def plot(rows, path):
@@ -577,33 +718,39 @@ def plot(rows, path):
     except ImportError:
         print("matplotlib missing: no plot")
         return
-    pts = [r for r in rows if r.ratio is not None and r.ratio > 0]
+    # Only alternatives against caibridge: caibridge-vs-caibridge rows
+    # (a variant beside its reference) are in the table and the CSV.
+    pts = [r for r in rows if r.ratio is not None and r.ratio > 0
+           and r.lib != "caibridge"]
     if not pts:
         return
-    colours = {"caibridge": "#4c72b0", "numpy": "#dd8452", "torch": "#c44e52",
-               "jax": "#55a868", "pydlpack": "#8172b3", "producer": "#937860"}
-    short = {}
+    colours = {"numpy": "#dd8452", "torch": "#c44e52", "jax": "#55a868",
+               "pydlpack": "#8172b3"}
+    labels = []
     for r in pts:
-        sec = r.section.split(" (")[0].split(",")
-        short[r.key] = r.label
+        label = r.label
         if r.section.startswith("own overhead"):
-            short[r.key] = f"[{sec[1].strip().replace('CAI dict ', '')}] " \
-                           f"{r.label}"
-    fig_h = 0.28 * len(pts) + 1.6
-    fig, ax = plt.subplots(figsize=(10, fig_h))
+            lay = r.section.split(",")[1].replace("CAI dict", "").strip()
+            label = f"[{lay}] {label}"
+        labels.append(label)
+    fig, ax = plt.subplots(figsize=(10, 0.3 * len(pts) + 1.8))
     ys = list(range(len(pts)))[::-1]
     ax.barh(ys, [r.ratio for r in pts],
             color=[colours.get(r.lib, "#777777") for r in pts])
     ax.set_yticks(ys)
-    ax.set_yticklabels([short[r.key] for r in pts], fontsize=7)
+    ax.set_yticklabels(labels, fontsize=7)
     ax.set_xscale("log")
     ax.axvline(1.0, color="black", linewidth=0.8)
     for y, r in zip(ys, pts):
-        ax.text(r.ratio * 1.03, y, f"{r.ratio:.2f}", va="center", fontsize=6)
-    ax.set_xlabel("time / caibridge's time for the same hand-over "
-                  "(log; > 1: caibridge faster)")
-    ax.set_title("caibridge vs alternatives, median of interleaved repeats",
-                 fontsize=10)
+        ax.text(r.ratio * 1.04, y, f"{r.ratio:.2f}", va="center", fontsize=6)
+    # A thin rule between sections, so the groups read apart.
+    for i in range(1, len(pts)):
+        if pts[i].section.split(",")[0] != pts[i - 1].section.split(",")[0]:
+            ax.axhline(ys[i] + 0.5, color="#bbbbbb", linewidth=0.6)
+    ax.set_xlabel("alternative's time / caibridge's time for the same "
+                  "hand-over (log scale; > 1: caibridge is faster)")
+    ax.set_title("caibridge against the alternatives (median of interleaved "
+                 "repeats, one run)", fontsize=10)
     from matplotlib.patches import Patch
     used = sorted({r.lib for r in pts})
     ax.legend(handles=[Patch(color=colours.get(u, "#777777"), label=u)
