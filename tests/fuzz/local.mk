@@ -50,19 +50,20 @@ $(FUZZ_TARGET): $(srcdir)/tests/fuzz/fuzz-convert.c \
 fuzz: $(FUZZ_TARGET)
 
 # The seeds are copied so that libFuzzer writes what it finds into the build
-# tree, never into the sources.  Any crash fails the target.
+# tree, never into the sources.  Any crash fails the target and keeps
+# tests/fuzz/run, with the crashing input, for a look.
 fuzz-short: $(FUZZ_TARGET)
 	@rm -rf tests/fuzz/run && $(MKDIR_P) tests/fuzz/run/corpus
 	@cp $(addprefix $(srcdir)/,$(FUZZ_SEEDS)) tests/fuzz/run/corpus/
 	@echo "fuzz: running $(FUZZ_TARGET) for $(FUZZ_SECONDS) s"
 	cd tests/fuzz/run && ../fuzz-convert -max_total_time=$(FUZZ_SECONDS) \
 	  -print_final_stats=1 -artifact_prefix=./ $(FUZZ_FLAGS) corpus
+	@rm -rf tests/fuzz/run
 
 fuzz-corpus:
-	py='$(PYTHON)'; $${py:-python3} $(srcdir)/tests/fuzz/make-corpus.py $(srcdir)/tests/fuzz/corpus
+	py='$(PYTHON)'; $${py:-python3} $(srcdir)/tests/fuzz/make-corpus.py \
+	  $(srcdir)/tests/fuzz/corpus
 
-clean-local: clean-fuzz
-clean-fuzz:
-	rm -rf $(FUZZ_TARGET) tests/fuzz/run
+CLEANFILES += $(FUZZ_TARGET)
 
-.PHONY: fuzz fuzz-short fuzz-corpus clean-fuzz
+.PHONY: fuzz fuzz-short fuzz-corpus
