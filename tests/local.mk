@@ -30,3 +30,7 @@ tests_abi_t_SOURCES = tests/abi-t.c tests/abi.h tests/abi-list.h \
 tests_cxx_t_SOURCES = tests/cxx-t.cc
 tests_cxx_t_CPPFLAGS = $(TESTS_CPPFLAGS)
 tests_cxx_t_CXXFLAGS = $(CAI_CXX11_FLAG) $(CAI_WARN_CXXFLAGS)
+
+# Only the CAI_API functions leave the shared library.
+TESTS += tests/exports-t.sh
+EXTRA_DIST += tests/exports-t.sh

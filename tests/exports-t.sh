@@ -1,0 +1,67 @@
+#!/bin/sh
+# The shared library exports exactly the functions caibridge.h declares with
+# CAI_API, all named cai_*, and nothing else (no internal helper, no stray
+# symbol of a dependency).  TAP on stdout.
+#
+# Run from the build directory (as "make check" does); srcdir locates the
+# header.
+: "${srcdir:=.}"
+lib=src/.libs/libcaibridge.so
+header=$srcdir/include/caibridge.h
+NM=${NM_FOR_TESTS:-nm}
+
+if test ! -f "$lib"; then
+    echo "1..0 # SKIP no $lib (shared library not built on this platform)"
+    exit 0
+fi
+if ! "$NM" -D --defined-only "$lib" >/dev/null 2>&1; then
+    echo "1..0 # SKIP $NM -D --defined-only does not work here"
+    exit 0
+fi
+
+exported=`"$NM" -D --defined-only "$lib" | awk 'NF >= 3 { print $3 }' |
+          sed 's/@.*//' | sort -u`
+declared=`sed -n 's/^CAI_API[^(]*[ *]\(cai_[a-z0-9_]*\)(.*/\1/p' "$header" |
+          sort -u`
+internal="cai_fail cai_desc_check cai_dtype_name cai_element_count cai_ok"
+key="cai_version cai_status_name cai_typestr_parse cai_typestr_format
+     cai_desc_validate cai_desc_to_dlpack_versioned cai_desc_to_dlpack
+     cai_desc_from_dlpack_versioned cai_desc_from_dlpack cai_desc_from_dltensor
+     cai_strides_bytes_to_elements cai_is_c_contiguous"
+
+n=0
+fail=0
+check() { # check SUCCESS DESCRIPTION
+    n=`expr $n + 1`
+    if test "$1" = 0; then
+        echo "ok $n - $2"
+    else
+        echo "not ok $n - $2"
+        fail=1
+    fi
+}
+has() { # has WORD LIST
+    case " `echo $2` " in *" $1 "*) return 0 ;; esac
+    return 1
+}
+
+test -n "$exported"; check $? "$lib exports something"
+test `echo "$declared" | wc -w` -ge 15; check $? \
+    "the header declares the API with CAI_API (`echo $declared | wc -w` found)"
+for s in $exported; do
+    case $s in cai_*) r=0 ;; *) r=1 ;; esac
+    check $r "exported $s is named cai_*"
+    has "$s" "$declared"; check $? "exported $s is declared CAI_API in caibridge.h"
+done
+for s in $declared; do
+    has "$s" "$exported"; check $? "declared $s is exported"
+done
+for s in $key; do
+    has "$s" "$exported"; check $? "key function $s is exported"
+done
+for s in $internal; do
+    if has "$s" "$exported"; then r=1; else r=0; fi
+    check $r "internal $s is hidden"
+done
+echo "1..$n"
+exit 0
