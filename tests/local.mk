@@ -34,3 +34,34 @@ tests_cxx_t_CXXFLAGS = $(CAI_CXX11_FLAG) $(CAI_WARN_CXXFLAGS)
 # Only the CAI_API functions leave the shared library.
 TESTS += tests/exports-t.sh
 EXTRA_DIST += tests/exports-t.sh
+
+# make check-valgrind: every C TAP test under valgrind (through libtool, so
+# the real binary runs, not its wrapper script).  Fails on any memcheck
+# error, any definite or indirect leak, any "not ok" and any missing plan.
+# Other parts may add their C test programs to VALGRIND_TESTS.
+VALGRIND_TESTS = $(C_CORE_TESTS)
+VALGRIND_FLAGS = --error-exitcode=1 --leak-check=full \
+	--errors-for-leak-kinds=definite,indirect --quiet
+check-valgrind:
+	@if test -z "$(VALGRIND)"; then \
+	  echo "check-valgrind: configure found no valgrind" >&2; exit 1; \
+	fi
+	@$(MAKE) $(AM_MAKEFLAGS) $(check_LIBRARIES) $(check_LTLIBRARIES) \
+	  $(VALGRIND_TESTS)
+	@failed=0; \
+	for t in $(VALGRIND_TESTS); do \
+	  log=$$t.valgrind.log; \
+	  if $(LIBTOOL) --mode=execute $(VALGRIND) $(VALGRIND_FLAGS) \
+	       ./$$t$(EXEEXT) >$$log 2>&1 && \
+	     ! grep '^not ok' $$log >/dev/null && \
+	     grep '^1\.\.' $$log >/dev/null; then \
+	    echo "PASS: $$t (valgrind, `grep -c '^ok' $$log` assertions)"; \
+	  else \
+	    echo "FAIL: $$t (valgrind); $$log says:"; \
+	    grep -v '^ok' $$log | sed 's/^/    /'; \
+	    failed=1; \
+	  fi; \
+	done; \
+	test $$failed = 0
+.PHONY: check-valgrind
+MOSTLYCLEANFILES += $(VALGRIND_TESTS:=.valgrind.log)
