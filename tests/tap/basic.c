@@ -51,6 +51,9 @@ void skip_all(const char *reason, ...)
     exit(0);
 }
 
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 0)))
+#endif
 static int report(int success, const char *fmt, va_list ap)
 {
     tap_run++;
