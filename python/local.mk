@@ -1,1 +1,60 @@
-# Filled in by its issue's work.
+# The CPython module caibridge._core and the package around it.
+#
+# A libtool module named with the interpreter's extension suffix, linked
+# with the core's convenience library (so it needs no libcaibridge.so at run
+# time) and not with libpython (the interpreter provides those symbols).
+# Everything goes into one package directory under pyexecdir, so the .py
+# files and the extension are always found together.
+
+CAI_PY_MODULE_FILES = \
+	python/caibridge/__init__.py
+CAI_PY_TYPING_FILES = \
+	python/caibridge/__init__.pyi \
+	python/caibridge/py.typed
+
+EXTRA_DIST += $(CAI_PY_MODULE_FILES) $(CAI_PY_TYPING_FILES) \
+	python/caibridge/_core.c python/sources.py python/requirements-test.txt \
+	setup.py pyproject.toml MANIFEST.in examples/quickstart.py
+
+if HAVE_PYTHON
+caibridgedir = $(pyexecdir)/caibridge
+caibridge_LTLIBRARIES = python/caibridge/_core.la
+caibridge_PYTHON = $(CAI_PY_MODULE_FILES)
+caibridge_DATA = $(CAI_PY_TYPING_FILES)
+
+python_caibridge__core_la_SOURCES = python/caibridge/_core.c
+python_caibridge__core_la_CPPFLAGS = $(AM_CPPFLAGS) $(PYTHON_INCLUDES)
+python_caibridge__core_la_CFLAGS = $(AM_CFLAGS) $(CAI_VISIBILITY_CFLAGS) \
+	-Wno-cast-function-type
+python_caibridge__core_la_LIBADD = src/libcaibridge-core.la
+python_caibridge__core_la_LDFLAGS = -module -avoid-version -shared \
+	-shrext $(PYTHON_EXT_SUFFIX) -export-symbols-regex '^PyInit__core$$'
+
+# An importable copy of the package in the build tree, for the tests and
+# the demo: python/stage/caibridge/.
+CAI_PY_STAGE = python/stage/caibridge
+$(CAI_PY_STAGE)/.stamp: python/caibridge/_core.la $(CAI_PY_MODULE_FILES) \
+		$(CAI_PY_TYPING_FILES)
+	@$(MKDIR_P) $(CAI_PY_STAGE)
+	@for f in $(CAI_PY_MODULE_FILES) $(CAI_PY_TYPING_FILES); do \
+	  cp $(srcdir)/$$f $(CAI_PY_STAGE)/ || exit 1; \
+	done
+	@chmod u+w $(CAI_PY_STAGE)/*
+	$(AM_V_GEN)cp python/caibridge/.libs/_core$(PYTHON_EXT_SUFFIX) \
+	  $(CAI_PY_STAGE)/
+	@touch $@
+
+check_SCRIPTS += $(CAI_PY_STAGE)/.stamp
+
+CLEANFILES += $(CAI_PY_STAGE)/* $(CAI_PY_STAGE)/.stamp
+
+# Runs the quick start against the in-tree build.
+demo: $(CAI_PY_STAGE)/.stamp
+	PYTHONPATH='$(abs_builddir)/python/stage'$${PYTHONPATH:+:$$PYTHONPATH} \
+	  PYTHONDONTWRITEBYTECODE=1 $(PYTHON) $(srcdir)/examples/quickstart.py
+else
+demo:
+	@echo "demo: the Python module is not built (configure found no Python)"
+endif
+
+.PHONY: demo

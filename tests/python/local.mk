@@ -1,1 +1,17 @@
-# Filled in by its issue's work.
+# Python tests: one pytest file per TAP test, against the staged package in
+# the build tree (python/stage, made by python/local.mk).  pytest keeps no
+# cache and writes no bytecode, so a read-only srcdir (distcheck) is fine.
+CAI_PYTHON_TESTS = \
+	tests/python/test_as_dlpack.py \
+	$(empty)
+
+EXTRA_DIST += $(CAI_PYTHON_TESTS) tests/python/conftest.py \
+	tests/python/pip-install.sh
+
+if HAVE_PYTHON
+TESTS += $(CAI_PYTHON_TESTS)
+PY_LOG_COMPILER = env PYTHONDONTWRITEBYTECODE=1 \
+	PYTHONPATH='$(abs_builddir)/python/stage'$${PYTHONPATH:+:$$PYTHONPATH} \
+	$(PYTHON) -m pytest --tap-stream -p no:cacheprovider -q \
+	--rootdir=$(abs_srcdir)/tests/python
+endif
