@@ -42,3 +42,27 @@ tests_cuda_preloaded_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_old_runtime_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_wrong_library_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 endif
+
+# The Python layer on the double: caibridge.as_dlpack locating, __dlpack__
+# ordering, from_dlpack reporting streams.  Run like tests/python's files.
+EXTRA_DIST += tests/cuda/test_cuda_double.py
+if HAVE_PYTHON
+if HAVE_CUDA
+TESTS += tests/cuda/test_cuda_double.py
+endif
+endif
+
+# `make check-gpu`: real CAI producers through caibridge into PyTorch and
+# JAX on a machine with a GPU; one TAP skip line with the reason without.
+# It imports the package staged by python/local.mk (python/stage).
+EXTRA_DIST += tests/gpu/check-gpu.py
+if HAVE_PYTHON
+check-gpu: python/stage/caibridge/.stamp
+	PYTHONDONTWRITEBYTECODE=1 \
+	  PYTHONPATH='$(abs_builddir)/python/stage'$${PYTHONPATH:+:$$PYTHONPATH} \
+	  $(PYTHON) $(srcdir)/tests/gpu/check-gpu.py
+else
+check-gpu:
+	@echo "1..0 # SKIP no CUDA device check: the Python module is not built"
+endif
+.PHONY: check-gpu

@@ -1,0 +1,304 @@
+"""caibridge's Python layer on the recording CUDA runtime double.
+
+The double (tests/cuda/cudart-double.c) is selected with CAIBRIDGE_CUDART
+before caibridge makes its first CUDA call; ctypes opens the same shared
+object, so the test sees the calls caibridge made and chooses the answers.
+Run in a process of its own (as the Automake harness does): the runtime is
+bound once per process.
+"""
+
+import ctypes
+import importlib.util
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+KDLCPU, KDLCUDA, KDLCUDAHOST, KDLCUDAMANAGED = 1, 2, 3, 13
+UNREGISTERED, PINNED, DEVICE, MANAGED = 0, 1, 2, 3
+
+DEVICE_PTR = 0x7F0000001000
+PRODUCER, CONSUMER = 0x5000, 0x6000
+
+
+def double_path():
+    """The double next to the staged package: <build>/python/stage/caibridge
+    and <build>/tests/cuda/.libs."""
+    spec = importlib.util.find_spec("caibridge")
+    assert spec is not None and spec.origin, "caibridge is not importable"
+    build = pathlib.Path(spec.origin).resolve().parents[3]
+    path = build / "tests" / "cuda" / ".libs" / "libcudart-double.so"
+    assert path.exists(), f"the CUDA runtime double is not built: {path}"
+    return path
+
+
+# Must be in the environment before caibridge's first CUDA call.
+os.environ["CAIBRIDGE_CUDART"] = str(double_path())
+
+import caibridge  # noqa: E402
+
+
+class Controls(ctypes.Structure):
+    _fields_ = [
+        ("reset", ctypes.CFUNCTYPE(None)),
+        ("set_version", ctypes.CFUNCTYPE(None, ctypes.c_int)),
+        ("set_current_device", ctypes.CFUNCTYPE(None, ctypes.c_int)),
+        ("current_device", ctypes.CFUNCTYPE(ctypes.c_int)),
+        ("set_pointer", ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int,
+                                         ctypes.c_int)),
+        ("fail", ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_int)),
+        ("log", ctypes.CFUNCTYPE(ctypes.c_char_p)),
+        ("live_events", ctypes.CFUNCTYPE(ctypes.c_int)),
+    ]
+
+
+class Double:
+    def __init__(self, path):
+        self._lib = ctypes.CDLL(str(path))
+        self._lib.cudart_double_controls.restype = ctypes.POINTER(Controls)
+        self._c = self._lib.cudart_double_controls().contents
+
+    def reset(self):
+        self._c.reset()
+
+    def pointer(self, ptr, kind, device):
+        self._c.set_pointer(ptr, kind, device)
+
+    def current_device(self, device):
+        self._c.set_current_device(device)
+
+    def fail(self, call, error):
+        self._c.fail(call.encode(), error)
+
+    def log(self):
+        return self._c.log().decode().splitlines()
+
+    def live_events(self):
+        return self._c.live_events()
+
+
+class DeviceArray:
+    """A CAI v3 producer of float32 data at a fake device address."""
+
+    def __init__(self, ptr=DEVICE_PTR, shape=(4,), stream=None):
+        self.__cuda_array_interface__ = {
+            "data": (ptr, False),
+            "shape": shape,
+            "typestr": "<f4",
+            "strides": None,
+            "version": 3,
+            "stream": stream,
+        }
+
+
+class CudaStream:
+    """cuda.core's stream protocol."""
+
+    def __init__(self, handle):
+        self.handle = handle
+
+    def __cuda_stream__(self):
+        return (0, self.handle)
+
+
+@pytest.fixture(scope="module")
+def double():
+    d = Double(double_path())
+    d.reset()
+    d.pointer(DEVICE_PTR, DEVICE, 0)
+    caibridge.as_dlpack(DeviceArray())
+    # The first CUDA call binds the runtime, which asks for its version.
+    assert d.log() == ["cudaRuntimeGetVersion() = 13000",
+                       f"cudaPointerGetAttributes({DEVICE_PTR:#x})"], (
+        "caibridge is not using the double: was a CUDA runtime already "
+        "bound in this process?")
+    return d
+
+
+@pytest.fixture
+def cuda(double):
+    double.reset()
+    return double
+
+
+def event_ordering(p, s, device=0):
+    return [
+        f"cudaGetDevice() = {device}",
+        f"cudaEventCreateWithFlags(0x2) = ev1 on device {device}",
+        f"cudaEventRecord(ev1, {p:#x})",
+        f"cudaStreamWaitEvent({s:#x}, ev1, 0x0)",
+        "cudaEventDestroy(ev1)",
+    ]
+
+
+# ---- where the data is ----
+
+def test_device_memory_is_on_its_own_device(cuda):
+    cuda.pointer(DEVICE_PTR, DEVICE, 1)
+    view = caibridge.as_dlpack(DeviceArray())
+    assert view.__dlpack_device__() == (KDLCUDA, 1)
+    assert cuda.log() == [f"cudaPointerGetAttributes({DEVICE_PTR:#x})"]
+
+
+@pytest.mark.parametrize("kind, expected", [
+    (PINNED, (KDLCUDAHOST, 0)),
+    (MANAGED, (KDLCUDAMANAGED, 0)),
+])
+def test_host_accessible_memory(cuda, kind, expected):
+    cuda.pointer(DEVICE_PTR, kind, 1)
+    assert caibridge.as_dlpack(DeviceArray()).__dlpack_device__() == expected
+
+
+def test_unregistered_host_memory_is_refused(cuda):
+    with pytest.raises(BufferError, match="not registered with CUDA"):
+        caibridge.as_dlpack(DeviceArray())
+
+
+def test_zero_size_array_takes_the_current_device(cuda):
+    cuda.current_device(2)
+    view = caibridge.as_dlpack(DeviceArray(ptr=0, shape=(0,)))
+    assert view.__dlpack_device__() == (KDLCUDA, 2)
+    assert cuda.log() == ["cudaGetDevice() = 2"]
+
+
+def test_explicit_device_skips_the_lookup(cuda):
+    view = caibridge.as_dlpack(DeviceArray(), device=(KDLCUDA, 3))
+    assert view.__dlpack_device__() == (KDLCUDA, 3)
+    assert cuda.log() == []
+
+
+def test_no_driver_is_a_cuda_error(cuda):
+    cuda.fail("*", 35)
+    with pytest.raises(caibridge.CUDAError,
+                       match=r"cudaPointerGetAttributes failed.*CUDA error 35"):
+        caibridge.as_dlpack(DeviceArray())
+
+
+# ---- stream ordering in __dlpack__ ----
+
+def located(cuda, stream, device=0, **kwargs):
+    cuda.pointer(DEVICE_PTR, DEVICE, device)
+    view = caibridge.as_dlpack(DeviceArray(stream=stream), **kwargs)
+    cuda.reset()
+    return view
+
+
+@pytest.mark.parametrize("consumer, seen", [
+    (CONSUMER, CONSUMER),
+    (None, 1),  # None is the legacy default stream, passed as handle 1
+    (1, 1),
+    (2, 2),
+    (CudaStream(CONSUMER), CONSUMER),
+])
+def test_consumer_waits_on_an_event(cuda, consumer, seen):
+    view = located(cuda, PRODUCER)
+    capsule = view.__dlpack__(stream=consumer)
+    assert type(capsule).__name__ == "PyCapsule"
+    assert cuda.log() == event_ordering(PRODUCER, seen)
+    assert cuda.live_events() == 0
+    assert not any("cudaStreamSynchronize" in line for line in cuda.log())
+
+
+def test_producer_on_another_device(cuda):
+    view = located(cuda, PRODUCER, device=1)
+    view.__dlpack__(stream=CONSUMER)
+    assert cuda.log() == [
+        "cudaGetDevice() = 0",
+        "cudaSetDevice(1)",
+        "cudaEventCreateWithFlags(0x2) = ev1 on device 1",
+        f"cudaEventRecord(ev1, {PRODUCER:#x})",
+        f"cudaStreamWaitEvent({CONSUMER:#x}, ev1, 0x0)",
+        "cudaEventDestroy(ev1)",
+        "cudaSetDevice(0)",
+    ]
+
+
+@pytest.mark.parametrize("producer, consumer, kwargs", [
+    (None, CONSUMER, {}),          # the producer named no stream
+    (PRODUCER, -1, {}),            # the consumer orders itself
+    (PRODUCER, PRODUCER, {}),      # one stream: already in order
+    (PRODUCER, CONSUMER, {"sync": False}),  # the user opted out
+])
+def test_no_ordering_call(cuda, producer, consumer, kwargs):
+    view = located(cuda, producer, **kwargs)
+    view.__dlpack__(stream=consumer)
+    assert cuda.log() == []
+
+
+def test_stream_zero_is_refused(cuda):
+    view = located(cuda, PRODUCER)
+    with pytest.raises(ValueError, match="stream = 0 is disallowed"):
+        view.__dlpack__(stream=0)
+    assert cuda.log() == []
+
+
+def test_failed_record_still_destroys_the_event(cuda):
+    view = located(cuda, PRODUCER)
+    cuda.fail("cudaEventRecord", 400)
+    with pytest.raises(caibridge.CUDAError,
+                       match=r"cudaEventRecord failed.*CUDA error 400"):
+        view.__dlpack__(stream=CONSUMER)
+    assert "cudaEventDestroy(ev1)" in cuda.log()
+    assert cuda.live_events() == 0
+
+
+def test_device_data_is_not_exported_to_the_cpu(cuda):
+    view = located(cuda, PRODUCER)
+    with pytest.raises(BufferError):
+        view.__dlpack__(stream=CONSUMER, dl_device=(KDLCPU, 0))
+    assert not any("cudaStreamSynchronize" in line for line in cuda.log())
+
+
+def test_sync_off_by_environment():
+    """CAIBRIDGE_SYNC=0 at import turns ordering off for the whole process."""
+    script = f"""
+import ctypes, caibridge
+from test_cuda_double import Double, DeviceArray, double_path
+d = Double(double_path())
+d.pointer({DEVICE_PTR}, 2, 0)
+view = caibridge.as_dlpack(DeviceArray(stream={PRODUCER}))
+d.reset()
+view.__dlpack__(stream={CONSUMER})
+print(d.log())
+"""
+    env = dict(os.environ, CAIBRIDGE_SYNC="0")
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(pathlib.Path(__file__).resolve().parent)]
+        + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    out = subprocess.run([sys.executable, "-c", script], env=env,
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# ---- DLPack producer -> CAI consumer ----
+
+class DLPackProducer:
+    """A DLPack producer of CUDA data that records the stream it is given."""
+
+    def __init__(self, cuda):
+        cuda.pointer(DEVICE_PTR, DEVICE, 0)
+        self.inner = caibridge.as_dlpack(DeviceArray())
+        self.streams = []
+
+    def __dlpack_device__(self):
+        return (KDLCUDA, 0)
+
+    def __dlpack__(self, stream=None, max_version=None, **kwargs):
+        self.streams.append(stream)
+        return self.inner.__dlpack__(stream=stream, max_version=max_version)
+
+
+@pytest.mark.parametrize("stream, passed", [
+    (CONSUMER, CONSUMER),
+    (None, 1),
+    (CudaStream(CONSUMER), CONSUMER),
+])
+def test_cai_consumer_gets_the_stream_it_asked_for(cuda, stream, passed):
+    producer = DLPackProducer(cuda)
+    view = caibridge.from_dlpack(producer, stream=stream)
+    cai = view.__cuda_array_interface__
+    assert producer.streams == [passed]
+    assert cai["stream"] == passed
+    assert cai["data"][0] == DEVICE_PTR
