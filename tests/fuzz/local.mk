@@ -29,7 +29,7 @@ FUZZ_SEEDS = \
 	tests/fuzz/corpus/tensor-future-major \
 	tests/fuzz/corpus/tensor-subbyte-padded
 
-EXTRA_DIST += tests/fuzz/fuzz-convert.c tests/fuzz/make-corpus.py \
+EXTRA_DIST += .ci/harden tests/fuzz/fuzz-convert.c tests/fuzz/make-corpus.py \
 	$(FUZZ_SEEDS)
 
 # configure's CLANG is empty when no clang was found: say so and fail.
