@@ -128,6 +128,25 @@ static void test_to_versioned(void)
     if (t)
         t->deleter(t);
 
+    /* A stride that does not divide on a length-1 axis: the contiguous
+     * stride (exact, since it is never applied). */
+    base(&d);
+    d.ndim = 3;
+    d.shape[0] = 2;
+    d.shape[1] = 1;
+    d.shape[2] = 3;
+    d.has_strides = 1;
+    d.strides[0] = 12;
+    d.strides[1] = 7;
+    d.strides[2] = 4;
+    rc = cai_desc_to_dlpack_versioned(&d, 0, NULL, NULL, &t, &err);
+    is_int(0, rc, "versioned: a 7-byte stride on a length-1 axis converts");
+    ok(t && t->dl_tensor.strides[0] == 3 && t->dl_tensor.strides[1] == 3 &&
+           t->dl_tensor.strides[2] == 1,
+       "versioned: ... with the contiguous stride: {3, 3, 1}");
+    if (t)
+        t->deleter(t);
+
     /* Read-only and copied flags. */
     base(&d);
     d.readonly = 1;
@@ -739,7 +758,7 @@ static void test_round_trips(void)
 
 int main(void)
 {
-    plan(296);
+    plan(298);
     test_to_versioned();
     test_to_legacy();
     test_failures();

@@ -61,7 +61,7 @@ int main(void)
     DLDataType t;
 
     plan(5 * (sizeof goods / sizeof goods[0]) +
-         3 * (sizeof bads / sizeof bads[0]) + 8);
+         3 * (sizeof bads / sizeof bads[0]) + 8 + 6);
 
     for (i = 0; i < sizeof goods / sizeof goods[0]; i++) {
         const struct good *g = &goods[i];
@@ -87,6 +87,26 @@ int main(void)
                   b->typestr);
         contains(err.message, b->words, "'%s': the message says why",
                  b->typestr);
+    }
+
+    /* len bytes are read, no NUL needed; success clears the error. */
+    {
+        static const char unterminated[3] = {'<', 'f', '8'};
+        static const char longer[] = "<i2junk";
+
+        err.status = 42;
+        strcpy(err.message, "stale");
+        is_int(0, cai_typestr_parse(unterminated, sizeof unterminated, &t,
+                                    &err),
+               "an unterminated '<f8' parses");
+        ok(t.code == kDLFloat && t.bits == 64 && t.lanes == 1,
+           "... as float64, one lane");
+        ok(err.status == 0 && err.message[0] == '\0',
+           "... and clears the error struct");
+        is_int(0, cai_typestr_parse(longer, 3, &t, &err),
+               "only len bytes of '<i2junk' are read");
+        ok(t.code == kDLInt && t.bits == 16, "... as int16");
+        is_int(0, cai_typestr_parse("|u1", 3, &t, NULL), "err may be NULL");
     }
 
     /* DLPack types with no typestr are refused by name. */
