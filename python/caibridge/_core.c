@@ -444,9 +444,11 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
         if (o != NULL && o != Py_None) {
             if (read_int64(o, "stream", -1, &v) != 0)
                 return -1;
-            if (v < INTPTR_MIN || v > INTPTR_MAX) {
-                PyErr_SetString(PyExc_ValueError,
-                                "stream does not fit in a pointer");
+            if (v < 0 || v > INTPTR_MAX) {
+                /* 0 is left to the core, which explains why it is refused. */
+                PyErr_Format(PyExc_ValueError,
+                             "stream = %lld: CAI v3 streams are None, 1, 2 "
+                             "or a cudaStream_t handle", (long long)v);
                 return -1;
             }
             d->has_stream = 1;

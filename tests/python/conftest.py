@@ -90,3 +90,98 @@ def counting_producer():
         producer = HostProducer(array)
         return producer, weakref.ref(producer)
     return make
+
+
+# ---- The DLPack C structs, for tests that play a C producer or consumer.
+import ctypes  # noqa: E402
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
+                ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice),
+                ("ndim", ctypes.c_int32), ("dtype", DLDataType),
+                ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+class DLPackVersion(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
+
+
+class DLManagedTensorVersioned(ctypes.Structure):
+    pass
+
+
+VERSIONED_DELETER = ctypes.CFUNCTYPE(
+    None, ctypes.POINTER(DLManagedTensorVersioned))
+DLManagedTensorVersioned._fields_ = [
+    ("version", DLPackVersion), ("manager_ctx", ctypes.c_void_p),
+    ("deleter", VERSIONED_DELETER), ("flags", ctypes.c_uint64),
+    ("dl_tensor", DLTensor)]
+
+
+class DLManagedTensor(ctypes.Structure):
+    pass
+
+
+LEGACY_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))
+DLManagedTensor._fields_ = [("dl_tensor", DLTensor),
+                            ("manager_ctx", ctypes.c_void_p),
+                            ("deleter", LEGACY_DELETER)]
+
+PyCapsule_New = ctypes.pythonapi.PyCapsule_New
+PyCapsule_New.restype = ctypes.py_object
+PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+PyCapsule_GetName = ctypes.pythonapi.PyCapsule_GetName
+PyCapsule_GetName.restype = ctypes.c_char_p
+PyCapsule_GetName.argtypes = [ctypes.py_object]
+
+
+class FakeTensor:
+    """A DLPack tensor made in Python over a NumPy array, whose deleter
+    counts its calls; capsule() wraps it without a destructor, so only a
+    consumer can run the deleter."""
+
+    def __init__(self, array, versioned=True, major=1, device=(1, 0),
+                 flags=0):
+        self.array = array
+        self.calls = 0
+        self.versioned = versioned
+        self.shape = (ctypes.c_int64 * max(array.ndim, 1))(*array.shape)
+        self.strides = (ctypes.c_int64 * max(array.ndim, 1))(
+            *[s // array.itemsize for s in array.strides])
+        tensor = DLTensor(
+            data=data_pointer(array), device=DLDevice(*device),
+            ndim=array.ndim, dtype=dtype_of(array.dtype),
+            shape=self.shape, strides=self.strides, byte_offset=0)
+        if versioned:
+            self.deleter = VERSIONED_DELETER(self._deleted)
+            self.struct = DLManagedTensorVersioned(
+                version=DLPackVersion(major, 0), manager_ctx=None,
+                deleter=self.deleter, flags=flags, dl_tensor=tensor)
+        else:
+            self.deleter = LEGACY_DELETER(self._deleted)
+            self.struct = DLManagedTensor(dl_tensor=tensor, manager_ctx=None,
+                                          deleter=self.deleter)
+
+    def _deleted(self, _pointer):
+        self.calls += 1
+
+    def capsule(self):
+        name = b"dltensor_versioned" if self.versioned else b"dltensor"
+        return PyCapsule_New(ctypes.addressof(self.struct), name, None)
+
+
+def dtype_of(dtype):
+    dtype = np.dtype(dtype)
+    code = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}[dtype.kind]
+    return DLDataType(code, dtype.itemsize * 8, 1)

@@ -3,6 +3,8 @@
 # cache and writes no bytecode, so a read-only srcdir (distcheck) is fine.
 CAI_PYTHON_TESTS = \
 	tests/python/test_as_dlpack.py \
+	tests/python/test_lifetime.py \
+	tests/python/test_from_dlpack.py \
 	$(empty)
 
 EXTRA_DIST += $(CAI_PYTHON_TESTS) tests/python/conftest.py \

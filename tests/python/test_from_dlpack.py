@@ -1,0 +1,301 @@
+"""from_dlpack: DLPack producers and capsules to array interfaces, and the
+CUDA round trip with the device given (no GPU needed)."""
+import weakref
+
+import numpy as np
+import pytest
+
+import caibridge
+from caibridge import _core
+from conftest import (CAIProducer, FakeTensor, HostProducer, PyCapsule_GetName,
+                      cai_of, collect, data_pointer, filled)
+
+torch = pytest.importorskip("torch")
+jax = pytest.importorskip("jax")
+import jax.numpy as jnp  # noqa: E402
+
+
+class CountingProducer:
+    """A DLPack producer over its own array; the array's death (weakref)
+    shows when the consumer ran the deleter."""
+
+    def __init__(self, array, legacy_only=False):
+        self.array = array
+        self.legacy_only = legacy_only
+        self.requests = []
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None,
+                   copy=None):
+        self.requests.append({"stream": stream, "max_version": max_version})
+        if self.legacy_only and max_version is not None:
+            raise TypeError("__dlpack__() got an unexpected keyword "
+                            "argument 'max_version'")
+        return self.array.__dlpack__(stream=stream, max_version=max_version)
+
+
+def host_interface(view):
+    assert not hasattr(view, "__cuda_array_interface__")
+    return view.__array_interface__
+
+
+def test_from_numpy_shares_memory():
+    source = filled((3, 4), "float64")
+    view = caibridge.from_dlpack(source)
+    result = np.asarray(view)
+    assert np.shares_memory(result, source)
+    assert data_pointer(result) == data_pointer(source)
+    np.testing.assert_array_equal(result, source)
+    iface = host_interface(view)
+    assert iface["version"] == 3
+    assert iface["strides"] is None
+    assert iface["typestr"] == "<f8"
+
+
+def test_from_numpy_strided_and_readonly():
+    source = filled((6, 8), "int16")[::2, ::-3]
+    view = caibridge.from_dlpack(source)
+    iface = view.__array_interface__
+    assert iface["strides"] == source.strides
+    assert iface["data"] == (data_pointer(source), False)
+    np.testing.assert_array_equal(np.asarray(view), source)
+
+    frozen = filled((5,), "float32")
+    frozen.flags.writeable = False
+    view = caibridge.from_dlpack(frozen)
+    assert view.__array_interface__["data"][1] is True
+    assert not np.asarray(view).flags.writeable
+
+
+def test_from_numpy_deleter_runs_once():
+    source = filled((4,), "int32")
+    alive = weakref.ref(source)
+    view = caibridge.from_dlpack(source)
+    result = np.asarray(view)
+    del source, view
+    collect()
+    assert alive() is not None, "the array outlives its last user"
+    result[0] = 5
+    del result
+    collect()
+    assert alive() is None, "the deleter ran and released the array"
+
+
+def test_interface_dict_is_cached():
+    view = caibridge.from_dlpack(filled((2,), "uint8"))
+    assert view.__array_interface__ is view.__array_interface__
+
+
+def test_from_torch_uses_torch_exchange_table():
+    source = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    before = _core._foreign_table_imports()
+    view = caibridge.from_dlpack(source)
+    assert _core._foreign_table_imports() == before + 1
+    result = np.asarray(view)
+    assert data_pointer(result) == source.data_ptr()
+    np.testing.assert_array_equal(result, source.numpy())
+    source[0, 0] = -1
+    assert result[0, 0] == -1
+    del source
+    collect()
+    assert result.sum() == sum(range(12)) - 0 - 1
+
+
+def test_torch_table_is_used_instead_of_python_protocol():
+    # A subclass inherits torch.Tensor's table; its __dlpack__ would fail.
+    class NoPythonDLPack(torch.Tensor):
+        def __dlpack__(self, *args, **kwargs):
+            raise AssertionError("__dlpack__ should not be called")
+
+    source = torch.arange(5.0).as_subclass(NoPythonDLPack)
+    view = caibridge.from_dlpack(source)
+    assert np.asarray(view).tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+
+
+def test_from_torch_strided():
+    source = torch.arange(24, dtype=torch.int64).reshape(4, 6)[:, 1::2].t()
+    view = caibridge.from_dlpack(source)
+    result = np.asarray(view)
+    np.testing.assert_array_equal(result, source.numpy())
+    assert view.__array_interface__["strides"] == tuple(
+        s * 8 for s in source.stride())
+
+
+def test_from_jax_shares_memory():
+    source = jnp.arange(10.0, dtype=jnp.float32) * 3
+    view = caibridge.from_dlpack(source)
+    result = np.asarray(view)
+    assert data_pointer(result) == source.unsafe_buffer_pointer()
+    np.testing.assert_array_equal(result, np.asarray(source))
+
+
+def test_counting_producer_versioned_first():
+    producer = CountingProducer(filled((3,), "float32"))
+    alive = weakref.ref(producer.array)
+    view = caibridge.from_dlpack(producer)
+    assert producer.requests == [{"stream": None, "max_version": (1, 3)}]
+    del producer
+    collect()
+    assert alive() is not None
+    del view
+    collect()
+    assert alive() is None
+
+
+def test_counting_producer_legacy_fallback():
+    producer = CountingProducer(filled((3,), "float32"), legacy_only=True)
+    view = caibridge.from_dlpack(producer)
+    assert [r["max_version"] for r in producer.requests] == [(1, 3), None]
+    np.testing.assert_array_equal(np.asarray(view), producer.array)
+
+
+@pytest.mark.parametrize("versioned", [False, True])
+def test_from_capsule_marks_it_used(versioned):
+    source = filled((4,), "int8")
+    capsule = source.__dlpack__(max_version=(1, 0) if versioned else None)
+    view = caibridge.from_dlpack(capsule)
+    name = b"used_dltensor_versioned" if versioned else b"used_dltensor"
+    assert PyCapsule_GetName(capsule) == name
+    with pytest.raises(ValueError, match="already taken"):
+        caibridge.from_dlpack(capsule)
+    np.testing.assert_array_equal(np.asarray(view), source)
+
+
+@pytest.mark.parametrize("versioned", [False, True])
+def test_deleter_runs_exactly_once(versioned):
+    fake = FakeTensor(filled((2, 3), "float32"), versioned=versioned)
+    view = caibridge.from_dlpack(fake.capsule())
+    np.testing.assert_array_equal(np.asarray(view), fake.array)
+    assert fake.calls == 0
+    del view
+    collect()
+    assert fake.calls == 1
+
+
+def test_newer_major_version_refused_after_only_its_deleter():
+    fake = FakeTensor(filled((2,), "float32"), major=2)
+    with pytest.raises(BufferError, match="version 2"):
+        caibridge.from_dlpack(fake.capsule())
+    assert fake.calls == 1
+
+
+def test_unsupported_device_refused_after_deleter():
+    fake = FakeTensor(filled((2,), "float32"), device=(10, 0))
+    with pytest.raises(BufferError, match="device type 10"):
+        caibridge.from_dlpack(fake.capsule())
+    assert fake.calls == 1
+
+
+def test_readonly_flag_honoured():
+    fake = FakeTensor(filled((2,), "float32"), flags=1)
+    view = caibridge.from_dlpack(fake.capsule())
+    assert view.__array_interface__["data"][1] is True
+    del view
+    collect()
+    assert fake.calls == 1
+
+
+def test_not_a_producer():
+    with pytest.raises(TypeError, match="DLPack producer"):
+        caibridge.from_dlpack(object())
+    import ctypes
+    other = ctypes.pythonapi.PyCapsule_New
+    with pytest.raises(TypeError, match="not a DLPack tensor"):
+        caibridge.from_dlpack(other(1, b"something_else", None))
+
+
+# ---- The CUDA side, with the device given explicitly --------------------
+
+CUDA_DEVICES = [(2, 0), (2, 1), (3, 0), (13, 0)]
+
+
+def cuda_round_trip(array, device=(2, 0), stream=None, **overrides):
+    producer = CAIProducer(cai_of(array, **overrides), keep=array)
+    view = caibridge.as_dlpack(producer, device=device)
+    assert view.__dlpack_device__() == device
+    kwargs = {} if stream is None else {"stream": stream}
+    return caibridge.from_dlpack(view, **kwargs), producer
+
+
+@pytest.mark.parametrize("device", CUDA_DEVICES)
+@pytest.mark.parametrize("make", [
+    lambda: filled((3, 4), "float32"),
+    lambda: filled((4, 6), "int16")[::2, 1::2],
+    lambda: filled((5, 3), "complex128").T,
+    lambda: filled((), "uint8"),
+    lambda: filled((0, 4), "float64"),
+    lambda: np.broadcast_to(filled((3,), "int32"), (2, 3)),
+], ids=["contiguous", "sliced", "transposed", "0-d", "zero-size",
+        "broadcast"])
+def test_cuda_round_trip_describes_same_memory(make, device):
+    array = make()
+    back, producer = cuda_round_trip(array, device=device)
+    original = producer.__cuda_array_interface__
+    cai = back.__cuda_array_interface__
+    assert cai["version"] == 3
+    assert cai["shape"] == original["shape"]
+    assert cai["typestr"] == original["typestr"]
+    if array.size:
+        assert cai["data"] == original["data"]
+    assert cai["data"][1] == (not array.flags.writeable)
+    if array.flags.c_contiguous:
+        assert cai["strides"] is None
+    elif array.size:
+        assert cai["strides"] == array.strides
+    assert cai["stream"] == 1, "None means the legacy default stream"
+    assert not hasattr(back, "__array_interface__")
+    assert back.__dlpack_device__() == device
+
+
+@pytest.mark.parametrize("stream, expected", [
+    (None, 1), (-1, None), (1, 1), (2, 2), (0x7F00DEADBEEF, 0x7F00DEADBEEF)])
+def test_cuda_round_trip_stream(stream, expected):
+    back, _ = cuda_round_trip(filled((4,), "float32"), stream=stream)
+    assert back.__cuda_array_interface__["stream"] == expected
+
+
+def test_cuda_stream_object():
+    class Stream:
+        def __cuda_stream__(self):
+            return (0, 1234)
+
+    back, _ = cuda_round_trip(filled((4,), "float32"), stream=Stream())
+    assert back.__cuda_array_interface__["stream"] == 1234
+    view = caibridge.as_dlpack(
+        CAIProducer(cai_of(filled((2,), "int8"))), device=(2, 0))
+    assert "dltensor" in repr(view.__dlpack__(stream=Stream()))
+
+
+def test_cuda_stream_zero_refused():
+    with pytest.raises(ValueError, match="stream = 0"):
+        cuda_round_trip(filled((4,), "float32"), stream=0)
+
+
+def test_cuda_readonly_round_trip():
+    array = filled((4,), "float32")
+    array.flags.writeable = False
+    back, _ = cuda_round_trip(array)
+    assert back.__cuda_array_interface__["data"][1] is True
+
+
+def test_cuda_round_trip_keeps_producer():
+    producer = CAIProducer(cai_of(filled((4,), "float32")))
+    alive = weakref.ref(producer)
+    back = caibridge.from_dlpack(caibridge.as_dlpack(producer, device=(2, 0)))
+    del producer
+    collect()
+    assert alive() is not None
+    del back
+    collect()
+    assert alive() is None
+
+
+def test_cuda_capsule_stream_reported():
+    array = filled((4,), "float32")
+    view = caibridge.as_dlpack(CAIProducer(cai_of(array)), device=(2, 0))
+    back = caibridge.from_dlpack(view.__dlpack__(stream=5), stream=5)
+    assert back.__cuda_array_interface__["stream"] == 5
+    back = caibridge.from_dlpack(view.__dlpack__(stream=-1))
+    assert back.__cuda_array_interface__["stream"] is None
