@@ -198,6 +198,11 @@ int cai_desc_from_dltensor(const DLTensor *t, cai_desc_t *out,
         out->has_strides = !cai_is_c_contiguous(t->ndim, out->shape,
                                                 out->strides, itemsize);
     }
+    if (CAI_UNLIKELY(t->data != NULL &&
+                     t->byte_offset > UINTPTR_MAX - (uintptr_t)t->data))
+        return cai_fail(err, CAI_EINVAL, "byte_offset",
+                        "byte_offset = %llu overflows the data pointer",
+                        (unsigned long long)t->byte_offset);
     /* CAI has no byte offset: fold it into the pointer. */
     out->data = t->data == NULL ? NULL : (char *)t->data + t->byte_offset;
     {

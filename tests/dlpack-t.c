@@ -472,6 +472,13 @@ static void test_from_dltensor(void)
     is_int(0, cai_desc_from_dltensor(&t, &d, &err), "from: zero-size");
     ok(!d.has_strides, "from: zero-size -> None");
 
+    t.strides = NULL;
+    t.byte_offset = UINT64_MAX - 2;
+    is_int(CAI_EINVAL, cai_desc_from_dltensor(&t, &d, &err),
+           "from: a byte_offset overflowing the pointer is refused");
+    is_string("byte_offset", err.field, "from: ... naming byte_offset");
+    t.byte_offset = 0;
+
     /* Types without a typestr are refused, by name. */
     shape[0] = 3;
     shape[1] = 4;
@@ -758,7 +765,7 @@ static void test_round_trips(void)
 
 int main(void)
 {
-    plan(298);
+    plan(300);
     test_to_versioned();
     test_to_legacy();
     test_failures();
