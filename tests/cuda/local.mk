@@ -43,10 +43,12 @@ tests_cuda_old_runtime_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_wrong_library_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 endif
 
-# The Python layer on the double: caibridge.as_dlpack locating, __dlpack__
-# ordering, from_dlpack reporting streams.  Run like tests/python's files.
-EXTRA_DIST += tests/cuda/test_cuda_double.py
+# The Python layer with no usable CUDA, and on the double (as_dlpack
+# locating, __dlpack__ ordering, from_dlpack reporting streams).  Run like
+# tests/python's files.
+EXTRA_DIST += tests/cuda/test_cuda_double.py tests/cuda/test_no_cuda.py
 if HAVE_PYTHON
+TESTS += tests/cuda/test_no_cuda.py
 if HAVE_CUDA
 TESTS += tests/cuda/test_cuda_double.py
 endif

@@ -1,0 +1,70 @@
+"""caibridge imports and converts host memory with no usable CUDA, and says
+why a CUDA object cannot be handled.
+
+Each case runs in a fresh interpreter, because the CUDA runtime is bound
+once per process at its first use.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import caibridge  # binds no CUDA runtime in this process
+
+SCRIPT = r"""
+import numpy as np, torch, caibridge
+
+host = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+t = torch.from_dlpack(caibridge.as_dlpack(host))
+assert t.tolist() == host.tolist(), t
+assert caibridge.from_dlpack(t).__array_interface__["data"][0] == \
+    host.ctypes.data
+
+class DeviceArray:
+    __cuda_array_interface__ = {"data": (0x7F0000001000, False),
+                                "shape": (4,), "typestr": "<f4",
+                                "version": 3}
+try:
+    caibridge.as_dlpack(DeviceArray())
+except caibridge.CUDAError as e:
+    print("CUDAError:", e)
+else:
+    print("located")
+"""
+
+
+def run(**env_changes):
+    env = dict(os.environ)
+    for name, value in env_changes.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    out = subprocess.run([sys.executable, "-c", SCRIPT], env=env,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_missing_runtime_named_in_the_error():
+    path = "/nonexistent/caibridge-test/libcudart.so.99"
+    said = run(CAIBRIDGE_CUDART=path)
+    assert said.startswith("CUDAError: ")
+    if caibridge.cuda_built():
+        assert f"CAIBRIDGE_CUDART={path} could not be loaded" in said
+    else:
+        assert "built without CUDA support" in said
+
+
+def test_real_runtime_without_a_driver():
+    said = run(CAIBRIDGE_CUDART=None)
+    if said == "located":
+        pytest.skip("a CUDA driver and device answered; this case needs a "
+                    "machine without them")
+    assert said.startswith("CUDAError: ")
+    # Built with CUDA: the runtime's answer; without: the build says so.
+    assert ("no usable CUDA driver or device" in said or
+            "could not be loaded" in said or
+            "built without CUDA support" in said), said
