@@ -250,12 +250,14 @@ def main():
     if devices == 2 and torch is not None:
         def other_device_while_current_is_0():
             torch.cuda.set_device(0)
-            data = torch.arange(4.0, device="cuda:1")
+            producer_stream = torch.cuda.Stream(device=1)
+            with torch.cuda.stream(producer_stream):
+                data = torch.arange(4.0, device="cuda:1")
             view = caibridge.as_dlpack(StreamedArray(
-                data, torch.cuda.current_stream(1).cuda_stream))
-            t = torch.from_dlpack(view)
+                data, producer_stream.cuda_stream))
+            t = torch.from_dlpack(view)  # ordered on cuda:1's stream
             return (view.__dlpack_device__() == (KDLCUDA, 1) and
-                    t.device.index == 1 and
+                    t.device.index == 1 and t.tolist() == [0, 1, 2, 3] and
                     torch.cuda.current_device() == 0), f"{t.device}"
         tap.check("data on cuda:1 with cuda:0 current: found on 1, current "
                   "device left at 0", other_device_while_current_is_0)
