@@ -13,7 +13,8 @@ C_CORE_TESTS = \
 	tests/dlpack-t \
 	tests/error-t \
 	tests/abi-t \
-	tests/cxx-t
+	tests/cxx-t \
+	tests/c99-t
 
 check_PROGRAMS += $(C_CORE_TESTS)
 TESTS += $(C_CORE_TESTS)
@@ -30,6 +31,9 @@ tests_abi_t_SOURCES = tests/abi-t.c tests/abi.h tests/abi-list.h \
 tests_cxx_t_SOURCES = tests/cxx-t.cc
 tests_cxx_t_CPPFLAGS = $(TESTS_CPPFLAGS)
 tests_cxx_t_CXXFLAGS = $(CAI_CXX11_FLAG) $(CAI_WARN_CXXFLAGS)
+# The header in strict C99.
+tests_c99_t_CPPFLAGS = $(TESTS_CPPFLAGS)
+tests_c99_t_CFLAGS = $(CAI_C99_FLAGS) $(AM_CFLAGS)
 
 # Only the CAI_API functions leave the shared library.
 TESTS += tests/exports-t.sh
