@@ -14,6 +14,7 @@ tests_cuda_missing_t_SOURCES = tests/cuda/missing-t.c tests/cuda/cuda-test.h
 tests_cuda_missing_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_no_driver_t_SOURCES = tests/cuda/no-driver-t.c
 tests_cuda_no_driver_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
+VALGRIND_TESTS += $(CUDA_ALWAYS_TESTS)
 
 if HAVE_CUDA
 # The double needs the toolkit headers so its entry points have the real
@@ -35,6 +36,7 @@ CUDA_DOUBLE_TESTS = \
 	tests/cuda/wrong-library-t
 check_PROGRAMS += $(CUDA_DOUBLE_TESTS)
 TESTS += $(CUDA_DOUBLE_TESTS)
+VALGRIND_TESTS += $(CUDA_DOUBLE_TESTS)
 tests_cuda_order_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_locate_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_once_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
