@@ -63,8 +63,14 @@ static PyObject *raise_status(const cai_error_t *err)
     case CAI_ECUDA: type = CUDAError; break;
     default: type = PyExc_BufferError; break;
     }
-    PyErr_SetString(type, err->message[0] ? err->message
-                                          : cai_status_name(err->status));
+    /* Every message names its field; prefix it where the text does not. */
+    if (err->field[0] != '\0' && strstr(err->message, err->field) == NULL)
+        PyErr_Format(type, "%s: %s", err->field,
+                     err->message[0] ? err->message
+                                     : cai_status_name(err->status));
+    else
+        PyErr_SetString(type, err->message[0] ? err->message
+                                              : cai_status_name(err->status));
     return NULL;
 }
 
@@ -222,7 +228,8 @@ static int read_int64(PyObject *o, const char *field, Py_ssize_t index,
     int overflow;
     long long v;
 
-    if (!PyLong_Check(o)) {
+    if (!PyLong_CheckExact(o)) {
+        /* bool is an int, but True is no size, stride or pointer. */
         if (!PyIndex_Check(o) || PyBool_Check(o))
             goto wrong_type;
         o = PyNumber_Index(o);

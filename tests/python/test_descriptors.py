@@ -1,0 +1,381 @@
+"""Malformed descriptors and requests: each raises the documented exception,
+naming the field, in-process (nothing crashes, nothing leaks).
+
+TypeError: a wrong Python type; ValueError: a bad value or a missing
+required entry; BufferError: well-formed but not exportable;
+caibridge.CUDAError (a BufferError): CUDA unavailable or failing.
+"""
+import ctypes
+import subprocess
+import sys
+import weakref
+
+import numpy as np
+import pytest
+
+import caibridge
+from conftest import CAIProducer, HostProducer, cai_of, collect, filled
+
+GOOD = {"shape": (4, 3), "typestr": "<f4", "data": (4096, False),
+        "version": 3}
+MISSING = object()
+
+
+def with_entry(key, value):
+    iface = dict(GOOD)
+    if value is MISSING:
+        del iface[key]
+    else:
+        iface[key] = value
+    return iface
+
+
+CASES = [
+    # (key, value, exception, pattern naming the field)
+    ("shape", MISSING, ValueError, "'shape'"),
+    ("shape", [4, 3], TypeError, "shape must be a tuple"),
+    ("shape", (4, "3"), TypeError, r"shape\[1\] must be an int"),
+    ("shape", (4.0, 3), TypeError, r"shape\[0\] must be an int"),
+    ("shape", (True, 3), TypeError, r"shape\[0\] must be an int"),
+    ("shape", (-1, 3), ValueError, r"shape\[0\]"),
+    ("shape", (2**70, 3), ValueError, r"shape\[0\] does not fit"),
+    ("shape", (1,) * 65, ValueError, "at most 64"),
+    ("shape", (2**40, 2**40), ValueError, "shape"),
+    ("typestr", MISSING, ValueError, "'typestr'"),
+    ("typestr", 4, TypeError, "typestr must be a str"),
+    ("typestr", "<f", ValueError, "typestr"),
+    ("typestr", "f4x", ValueError, "typestr"),
+    ("typestr", "<f3", BufferError, "typestr"),
+    ("typestr", ">f4" if sys.byteorder == "little" else "<f4", BufferError,
+     "native byte order"),
+    ("typestr", "<V8", BufferError, "typestr"),
+    ("typestr", "<M8", BufferError, "typestr"),
+    ("typestr", "|O8", BufferError, "typestr"),
+    ("data", MISSING, ValueError, "'data'"),
+    ("data", [4096, False], TypeError, "data must be a"),
+    ("data", (4096,), ValueError, "data must be a"),
+    ("data", ("4096", False), TypeError, r"data\[0\]"),
+    ("data", (-8, False), ValueError, r"data\[0\]"),
+    ("data", (2**64, False), ValueError, r"data\[0\]"),
+    ("data", (4096, "no"), TypeError, r"data\[1\]"),
+    ("data", (0, False), ValueError, "data"),
+    ("version", MISSING, ValueError, "'version'"),
+    ("version", 4, ValueError, "version"),
+    ("version", -1, ValueError, "version"),
+    ("version", "3", TypeError, "version must be an int"),
+    ("strides", (12,), ValueError, "strides has 1 entries"),
+    ("strides", (12, "4"), TypeError, r"strides\[1\]"),
+    ("strides", [12, 4], TypeError, "strides must be a tuple"),
+    ("strides", (12, 3), ValueError, r"strides\[1\]"),
+    ("strides", (2**62, 4), ValueError, "strides"),
+    ("mask", CAIProducer(GOOD), BufferError, "mask"),
+    ("stream", 0, ValueError, "stream"),
+    ("stream", -1, ValueError, "stream"),
+    ("stream", "1", TypeError, "stream must be an int"),
+]
+
+
+@pytest.mark.parametrize("key, value, error, pattern", CASES,
+                         ids=[f"{c[0]}={c[1]!r:.30}" for c in CASES])
+def test_malformed_cai(key, value, error, pattern):
+    producer = CAIProducer(with_entry(key, value))
+    with pytest.raises(error, match=pattern):
+        caibridge.as_dlpack(producer, device=(2, 0))
+    with pytest.raises(error, match=pattern):
+        caibridge.to_dlpack(producer, device=(2, 0), max_version=(1, 3))
+
+
+def test_exception_kinds():
+    assert issubclass(caibridge.CUDAError, BufferError)
+
+
+def test_well_formed_entries_accepted():
+    # descr is ignored; mask/stream/strides None mean "absent".
+    iface = dict(GOOD, descr=[("", "<f4")], mask=None, stream=None,
+                 strides=None)
+    view = caibridge.as_dlpack(CAIProducer(iface), device=(2, 0))
+    assert view.__dlpack_device__() == (2, 0)
+    for version in (0, 1, 2, 3):
+        caibridge.as_dlpack(CAIProducer(dict(GOOD, version=version)),
+                            device=(2, 0))
+    zero = dict(GOOD, shape=(0, 3), data=(0, False))
+    caibridge.as_dlpack(CAIProducer(zero), device=(2, 0))
+
+
+def test_interface_not_a_dict():
+    with pytest.raises(TypeError, match="__cuda_array_interface__ must be a "
+                                        "dict"):
+        caibridge.as_dlpack(CAIProducer([("shape", (1,))]), device=(2, 0))
+    with pytest.raises(TypeError, match="__array_interface__ must be a dict"):
+        caibridge.as_dlpack(HostProducer(np.zeros(1)).__class__.__new__(
+            type("H", (), {"__array_interface__": 5})))
+
+
+def test_dict_subclass_accepted():
+    class Interface(dict):
+        pass
+
+    view = caibridge.as_dlpack(CAIProducer(Interface(GOOD)), device=(2, 0))
+    assert view.__dlpack_device__() == (2, 0)
+
+
+def test_neither_interface():
+    with pytest.raises(TypeError, match="neither __cuda_array_interface__ "
+                                        "nor __array_interface__"):
+        caibridge.as_dlpack(object())
+    with pytest.raises(TypeError):
+        caibridge.as_dlpack({"shape": (1,), "typestr": "<f4",
+                             "data": (8, False), "version": 3})
+
+
+def test_property_error_propagates_unchanged():
+    class Broken(Exception):
+        pass
+
+    class Producer:
+        @property
+        def __cuda_array_interface__(self):
+            raise Broken("the producer failed")
+
+    with pytest.raises(Broken, match="the producer failed"):
+        caibridge.as_dlpack(Producer(), device=(2, 0))
+    with pytest.raises(Broken):
+        caibridge.to_dlpack(Producer(), device=(2, 0))
+
+
+def test_host_offset():
+    array = filled((8,), "int32")
+    view = caibridge.as_dlpack(HostProducer(array, shape=(6,), offset=8))
+    assert np.from_dlpack(view).tolist() == array[2:].tolist()
+    with pytest.raises(ValueError, match="offset"):
+        caibridge.as_dlpack(HostProducer(array, offset=-4))
+    with pytest.raises(TypeError, match="offset must be an int"):
+        caibridge.as_dlpack(HostProducer(array, offset="4"))
+
+
+def test_host_data_of_wrong_type():
+    with pytest.raises(TypeError, match="data must be"):
+        caibridge.as_dlpack(HostProducer(np.zeros(2), data=3.5))
+
+
+@pytest.mark.parametrize("device, error", [
+    ((2,), TypeError), ("cuda", TypeError), ([2, 0], TypeError),
+    ((0, 0), ValueError), ((2, -1), ValueError), ((2**40, 0), ValueError),
+    (("2", 0), TypeError)])
+def test_bad_device_argument(device, error):
+    with pytest.raises(error, match="device"):
+        caibridge.as_dlpack(CAIProducer(GOOD), device=device)
+
+
+def test_cuda_without_device_needs_cuda():
+    # Without device=, the pointer is looked up with the CUDA runtime: on a
+    # machine without a driver that fails with CUDAError; with one, 4096 is
+    # not device memory and is refused too.
+    with pytest.raises(BufferError) as info:
+        caibridge.as_dlpack(CAIProducer(GOOD))
+    assert str(info.value)
+    if not caibridge.cuda_built():
+        assert isinstance(info.value, caibridge.CUDAError)
+
+
+def test_bad_arguments():
+    producer = HostProducer(filled((2,), "float32"))
+    with pytest.raises(TypeError, match="positional"):
+        caibridge.as_dlpack(producer, (1, 0))
+    with pytest.raises(TypeError, match="positional"):
+        caibridge.as_dlpack()
+    with pytest.raises(TypeError, match="unexpected keyword argument 'dev'"):
+        caibridge.as_dlpack(producer, dev=(1, 0))
+    with pytest.raises(TypeError, match="sync must be a bool"):
+        caibridge.as_dlpack(producer, sync="yes")
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        caibridge.to_dlpack(producer, copy=True)
+    view = caibridge.as_dlpack(producer)
+    with pytest.raises(TypeError, match="positional"):
+        view.__dlpack__(None)
+    with pytest.raises(TypeError, match="max_version must be"):
+        view.__dlpack__(max_version="1.0")
+    with pytest.raises(TypeError, match="max_version"):
+        view.__dlpack__(max_version=(1, "0"))
+    with pytest.raises(TypeError, match="copy must be"):
+        view.__dlpack__(copy="yes")
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        view.__dlpack__(strem=None)
+    with pytest.raises(TypeError, match="stream must be"):
+        view.__dlpack__(stream="1")
+    with pytest.raises(TypeError, match="cannot create"):
+        caibridge.DLPackView()
+
+
+def test_max_version_zero_gives_legacy():
+    view = caibridge.as_dlpack(HostProducer(filled((2,), "float32")))
+    assert "\"dltensor\"" in repr(view.__dlpack__(max_version=(0, 8)))
+    assert "dltensor_versioned" in repr(view.__dlpack__(max_version=(1, 0)))
+    assert "dltensor_versioned" in repr(view.__dlpack__(max_version=(2, 0)))
+
+
+# ---- Requests of the DLPack protocol on host memory ---------------------
+
+def capsule_flags(capsule):
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype = ctypes.c_void_p
+    get.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    return ctypes.c_uint64.from_address(
+        get(capsule, b"dltensor_versioned") + 24).value
+
+
+def test_host_stream_rules():
+    view = caibridge.as_dlpack(HostProducer(filled((2,), "float32")))
+    assert view.__dlpack__(stream=None) is not None
+    assert view.__dlpack__(stream=-1) is not None
+    for stream in (1, 2, 5):
+        with pytest.raises(BufferError, match="host memory"):
+            view.__dlpack__(stream=stream)
+    with pytest.raises(BufferError, match="host memory"):
+        caibridge.to_dlpack(HostProducer(filled((2,), "float32")), stream=1)
+
+
+def test_dl_device_rules():
+    view = caibridge.as_dlpack(HostProducer(filled((2,), "float32")))
+    assert view.__dlpack__(dl_device=(1, 0)) is not None
+    with pytest.raises(BufferError, match="dl_device"):
+        view.__dlpack__(dl_device=(2, 0))
+    cuda = caibridge.as_dlpack(CAIProducer(GOOD), device=(2, 1))
+    assert cuda.__dlpack__(dl_device=(2, 1)) is not None
+    with pytest.raises(BufferError, match="dl_device"):
+        cuda.__dlpack__(dl_device=(1, 0))
+    with pytest.raises(BufferError, match="dl_device"):
+        cuda.__dlpack__(dl_device=(2, 0))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: filled((3, 4), "float32"),
+    lambda: filled((6, 8), "int16")[::-2, 1::3],
+    lambda: np.broadcast_to(filled((3,), "complex64"), (4, 3)),
+    lambda: filled((), "float64"),
+    lambda: filled((0, 5), "uint8"),
+], ids=["contiguous", "negative-strided", "broadcast", "0-d", "zero-size"])
+def test_copy_true_makes_contiguous_copy(make):
+    array = make()
+    producer = HostProducer(array)
+    alive = weakref.ref(producer)
+    view = caibridge.as_dlpack(producer)
+    capsule = view.__dlpack__(max_version=(1, 3), copy=True)
+    assert capsule_flags(capsule) & 2, "IS_COPIED is set"
+    copy = np.from_dlpack(_Capsule(capsule))
+    np.testing.assert_array_equal(copy, array)
+    assert copy.flags.c_contiguous
+    assert copy.flags.writeable
+    if array.size:
+        assert copy.ctypes.data != array.__array_interface__["data"][0]
+    del view, producer, capsule
+    collect()
+    assert alive() is None, "a copy holds no reference to the producer"
+    np.testing.assert_array_equal(copy, array)
+
+
+class _Capsule:
+    """Hands an existing capsule to np.from_dlpack."""
+
+    def __init__(self, capsule):
+        self.capsule = capsule
+
+    def __dlpack__(self, **kwargs):
+        return self.capsule
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+def test_copy_is_independent_of_source():
+    array = filled((4,), "int32")
+    capsule = caibridge.as_dlpack(array).__dlpack__(copy=True,
+                                                    max_version=(1, 0))
+    copy = np.from_dlpack(_Capsule(capsule))
+    copy[0] = 99
+    assert array[0] != 99
+
+
+def test_copy_of_readonly_is_writable_legacy():
+    array = filled((4,), "float32")
+    array.flags.writeable = False
+    view = caibridge.as_dlpack(HostProducer(array))
+    # A legacy capsule is fine for a copy (NumPy imports legacy capsules
+    # read-only, so the writable check uses the versioned one).
+    legacy = np.from_dlpack(_Capsule(view.__dlpack__(copy=True)))
+    np.testing.assert_array_equal(legacy, array)
+    copy = np.from_dlpack(_Capsule(view.__dlpack__(copy=True,
+                                                   max_version=(1, 0))))
+    copy[0] = 5
+    assert copy[0] == 5 and array[0] != 5
+    versioned = view.__dlpack__(copy=True, max_version=(1, 3))
+    assert capsule_flags(versioned) == 2, "IS_COPIED, not READ_ONLY"
+
+
+def test_copy_false_never_copies():
+    array = filled((3, 3), "float64")[::2]
+    view = caibridge.as_dlpack(HostProducer(array))
+    result = np.from_dlpack(_Capsule(view.__dlpack__(copy=False)))
+    assert result.ctypes.data == array.__array_interface__["data"][0]
+    assert capsule_flags(view.__dlpack__(copy=False, max_version=(1, 0))) == 0
+
+
+def test_copy_of_device_memory_refused():
+    cuda = caibridge.as_dlpack(CAIProducer(GOOD), device=(2, 0))
+    with pytest.raises(BufferError, match="copy of device memory"):
+        cuda.__dlpack__(copy=True)
+
+
+# ---- Stream ordering of CUDA data (no GPU: ordering needs the driver) ---
+
+def cai_with_stream(stream):
+    return CAIProducer(dict(GOOD, stream=stream))
+
+
+def test_ordering_needs_cuda():
+    view = caibridge.as_dlpack(cai_with_stream(7), device=(2, 0))
+    with pytest.raises(caibridge.CUDAError):
+        view.__dlpack__(stream=5)
+    with pytest.raises(caibridge.CUDAError):
+        caibridge.to_dlpack(cai_with_stream(7), device=(2, 0), stream=5)
+
+
+def test_ordering_skipped_when_not_needed():
+    view = caibridge.as_dlpack(cai_with_stream(7), device=(2, 0))
+    assert view.__dlpack__(stream=-1) is not None, "-1: no ordering"
+    assert view.__dlpack__(stream=7) is not None, "same stream: in order"
+    plain = caibridge.as_dlpack(CAIProducer(GOOD), device=(2, 0))
+    assert plain.__dlpack__(stream=5) is not None, "no producer stream"
+    off = caibridge.as_dlpack(cai_with_stream(7), device=(2, 0), sync=False)
+    assert off.__dlpack__(stream=5) is not None, "sync=False"
+    assert caibridge.to_dlpack(cai_with_stream(7), device=(2, 0), stream=5,
+                               sync=False) is not None
+
+
+def test_sync_env_variable(tmp_path):
+    code = ("import caibridge\n"
+            "class P:\n"
+            "    __cuda_array_interface__ = {'shape': (2,), 'typestr': '<f4',"
+            " 'data': (4096, False), 'version': 3, 'stream': 7}\n"
+            "v = caibridge.as_dlpack(P(), device=(2, 0))\n"
+            "v.__dlpack__(stream=5)\n"
+            "print(caibridge.SYNC_ENABLED)\n")
+    import os
+    env = dict(os.environ, CAIBRIDGE_SYNC="0")
+    out = subprocess.run([sys.executable, "-c", code], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "0"
+
+
+def test_malformed_cases_leak_nothing():
+    producer = CAIProducer(with_entry("typestr", "<V8"))
+    before = sys.getrefcount(producer)
+    for _ in range(50):
+        for key, value, error, _pattern in CASES:
+            bad = CAIProducer(with_entry(key, value))
+            with pytest.raises(error):
+                caibridge.to_dlpack(bad, device=(2, 0))
+        with pytest.raises(BufferError):
+            caibridge.to_dlpack(producer, device=(2, 0))
+    assert sys.getrefcount(producer) == before
