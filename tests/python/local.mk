@@ -6,6 +6,7 @@ CAI_PYTHON_TESTS = \
 	tests/python/test_lifetime.py \
 	tests/python/test_from_dlpack.py \
 	tests/python/test_descriptors.py \
+	tests/python/test_exchange_api.py \
 	$(empty)
 
 EXTRA_DIST += $(CAI_PYTHON_TESTS) tests/python/conftest.py \

@@ -1,0 +1,233 @@
+"""The DLPack C exchange API (DLPack 1.2/1.3) that DLPackView publishes on
+its type, driven the way a C consumer drives it (through ctypes, holding
+the GIL as the API requires) and by a real consumer, tvm-ffi."""
+import ctypes
+import sys
+import weakref
+
+import numpy as np
+import pytest
+
+import caibridge
+from conftest import (DLManagedTensorVersioned, DLTensor, FakeTensor,
+                      HostProducer, collect, data_pointer, dtype_of, filled)
+
+P = ctypes.POINTER
+
+
+class Header(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
+                ("prev_api", ctypes.c_void_p)]
+
+
+SET_ERROR = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p,
+                             ctypes.c_char_p)
+# PYFUNCTYPE: the GIL stays held, and a Python error the callee sets is
+# raised, as a C consumer would see it.
+ALLOCATOR = ctypes.PYFUNCTYPE(ctypes.c_int, P(DLTensor),
+                              P(P(DLManagedTensorVersioned)), ctypes.c_void_p,
+                              SET_ERROR)
+FROM_PY = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object,
+                            P(P(DLManagedTensorVersioned)))
+TO_PY = ctypes.PYFUNCTYPE(ctypes.c_int, P(DLManagedTensorVersioned),
+                          P(ctypes.py_object))
+DLTENSOR_FROM_PY = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object,
+                                     P(DLTensor))
+WORK_STREAM = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.c_int32,
+                                P(ctypes.c_void_p))
+
+
+class ExchangeAPI(ctypes.Structure):
+    _fields_ = [("header", Header), ("allocator", ctypes.c_void_p),
+                ("from_py", ctypes.c_void_p), ("to_py", ctypes.c_void_p),
+                ("dltensor_from_py", ctypes.c_void_p),
+                ("work_stream", ctypes.c_void_p)]
+
+
+def table():
+    capsule = caibridge.DLPackView.__dict__["__dlpack_c_exchange_api__"]
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype = ctypes.c_void_p
+    get.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    return ExchangeAPI.from_address(get(capsule, b"dlpack_exchange_api"))
+
+
+def test_published_on_the_type():
+    assert "__dlpack_c_exchange_api__" in caibridge.DLPackView.__dict__
+    api = table()
+    assert (api.header.major, api.header.minor) == (1, 3)
+    assert api.header.prev_api is None
+    for name in ("allocator", "from_py", "to_py", "dltensor_from_py",
+                 "work_stream"):
+        assert getattr(api, name), f"{name} is set"
+
+
+def call_deleter(tensor):
+    tensor.contents.deleter(tensor)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: filled((3, 4), "float32"),
+    lambda: filled((4, 6), "int16")[::2, ::-3],
+    lambda: np.broadcast_to(filled((3,), "complex128"), (2, 3)),
+    lambda: filled((), "uint8"),
+], ids=["contiguous", "strided", "broadcast", "0-d"])
+def test_managed_tensor_from_view(make):
+    array = make()
+    producer = HostProducer(array)
+    alive = weakref.ref(producer)
+    view = caibridge.as_dlpack(producer)
+    out = P(DLManagedTensorVersioned)()
+    assert FROM_PY(table().from_py)(view, ctypes.byref(out)) == 0
+    managed = out.contents
+    t = managed.dl_tensor
+    assert (managed.version.major, managed.version.minor) == (1, 3)
+    assert t.data == data_pointer(array)
+    assert (t.device.device_type, t.device.device_id) == (1, 0)
+    assert t.ndim == array.ndim
+    expected = dtype_of(array.dtype)
+    assert (t.dtype.code, t.dtype.bits, t.dtype.lanes) == (
+        expected.code, expected.bits, 1)
+    assert [t.shape[i] for i in range(t.ndim)] == list(array.shape)
+    assert [t.strides[i] for i in range(t.ndim)] == [
+        s // array.itemsize for s in array.strides]
+    assert managed.flags == (0 if array.flags.writeable else 1)
+    del view, producer
+    collect()
+    assert alive() is not None, "the tensor holds the producer"
+    call_deleter(out)
+    collect()
+    assert alive() is None, "its deleter released it"
+
+
+def test_dltensor_from_view_borrows_view_storage():
+    array = filled((5, 6), "float64")[1::2, ::-1]
+    view = caibridge.as_dlpack(HostProducer(array))
+    before = sys.getrefcount(view)
+    t = DLTensor()
+    assert DLTENSOR_FROM_PY(table().dltensor_from_py)(view, ctypes.byref(t)) \
+        == 0
+    assert sys.getrefcount(view) == before, "borrowed: no reference taken"
+    assert t.data == data_pointer(array)
+    assert t.byte_offset == 0
+    assert [t.shape[i] for i in range(2)] == list(array.shape)
+    assert [t.strides[i] for i in range(2)] == [s // 8 for s in array.strides]
+    second = DLTensor()
+    DLTENSOR_FROM_PY(table().dltensor_from_py)(view, ctypes.byref(second))
+    assert ctypes.addressof(second.shape.contents) == \
+        ctypes.addressof(t.shape.contents), "the view's own storage is lent"
+
+
+def test_wrong_object_type_raises():
+    out = P(DLManagedTensorVersioned)()
+    with pytest.raises(TypeError, match="DLPackView"):
+        FROM_PY(table().from_py)(np.zeros(2), ctypes.byref(out))
+    with pytest.raises(TypeError, match="DLPackView"):
+        DLTENSOR_FROM_PY(table().dltensor_from_py)([], ctypes.byref(DLTensor()))
+
+
+def test_readonly_flag_through_table():
+    array = filled((4,), "int32")
+    array.flags.writeable = False
+    out = P(DLManagedTensorVersioned)()
+    FROM_PY(table().from_py)(caibridge.as_dlpack(HostProducer(array)),
+                             ctypes.byref(out))
+    assert out.contents.flags == 1
+    call_deleter(out)
+
+
+def test_managed_tensor_to_py_object():
+    fake = FakeTensor(filled((2, 3), "int64")[:, ::2])
+    result = ctypes.py_object()
+    tensor = ctypes.cast(ctypes.addressof(fake.struct),
+                         P(DLManagedTensorVersioned))
+    assert TO_PY(table().to_py)(tensor, ctypes.byref(result)) == 0
+    view = result.value
+    # The callee handed over a new reference; ctypes does not own it.
+    ctypes.pythonapi.Py_DecRef.argtypes = [ctypes.py_object]
+    ctypes.pythonapi.Py_DecRef(view)
+    del result
+    assert isinstance(view, caibridge.CAIView)
+    np.testing.assert_array_equal(np.asarray(view), fake.array)
+    assert fake.calls == 0
+    del view
+    collect()
+    assert fake.calls == 1, "the view ran the deleter once"
+
+
+def test_managed_tensor_to_py_object_refuses_after_deleting():
+    fake = FakeTensor(filled((2,), "float32"), major=2)
+    tensor = ctypes.cast(ctypes.addressof(fake.struct),
+                         P(DLManagedTensorVersioned))
+    with pytest.raises(BufferError):
+        TO_PY(table().to_py)(tensor, ctypes.byref(ctypes.py_object()))
+    assert fake.calls == 1, "ownership was taken: the deleter ran"
+
+
+def test_allocator():
+    shape = (ctypes.c_int64 * 2)(3, 4)
+    proto = DLTensor(ndim=2, shape=shape, dtype=dtype_of("float32"))
+    proto.device.device_type, proto.device.device_id = 1, 0
+    errors = []
+    set_error = SET_ERROR(lambda ctx, kind, msg: errors.append((kind, msg)))
+    out = P(DLManagedTensorVersioned)()
+    allocate = ALLOCATOR(table().allocator)
+    assert allocate(ctypes.byref(proto), ctypes.byref(out), None,
+                    set_error) == 0
+    t = out.contents.dl_tensor
+    assert t.data % 64 == 0
+    assert [t.shape[i] for i in range(2)] == [3, 4]
+    assert [t.strides[i] for i in range(2)] == [4, 1]
+    memory = (ctypes.c_float * 12).from_address(t.data)
+    memory[11] = 2.5
+    assert memory[11] == 2.5
+    assert not errors
+    call_deleter(out)
+
+    proto.device.device_type = 2
+    assert allocate(ctypes.byref(proto), ctypes.byref(out), None,
+                    set_error) == -1
+    assert errors and errors[0][0] == b"BufferError"
+
+
+def test_current_work_stream_is_default():
+    stream = ctypes.c_void_p(1234)
+    assert WORK_STREAM(table().work_stream)(1, 0, ctypes.byref(stream)) == 0
+    assert stream.value is None
+
+
+# ---- A real consumer of the table ---------------------------------------
+
+tvm_ffi = pytest.importorskip("tvm_ffi")
+
+
+def test_tvm_ffi_consumes_through_the_table():
+    # tvm-ffi tries the type's table first and falls back to a legacy
+    # __dlpack__() only on BufferError.  Read-only data cannot go as a
+    # legacy capsule, so success proves the table was used.
+    array = filled((3, 4), "float32")
+    array.flags.writeable = False
+    producer = HostProducer(array)
+    alive = weakref.ref(producer)
+    view = caibridge.as_dlpack(producer)
+    with pytest.raises(BufferError):
+        view.__dlpack__()
+    tensor = tvm_ffi.from_dlpack(view)
+    assert tensor.data_ptr() == data_pointer(array)
+    assert tuple(tensor.shape) == array.shape
+    assert tuple(tensor.strides) == (4, 1)
+    assert str(tensor.dtype) == "float32"
+    np.testing.assert_array_equal(np.from_dlpack(tensor), array)
+    del view, producer
+    collect()
+    assert alive() is not None
+    del tensor
+    collect()
+    assert alive() is None, "tvm-ffi ran the deleter"
+
+
+def test_tvm_ffi_strided():
+    array = filled((6, 4), "int32")[::2, ::-1]
+    tensor = tvm_ffi.from_dlpack(caibridge.as_dlpack(HostProducer(array)))
+    assert tensor.data_ptr() == data_pointer(array)
+    assert tuple(tensor.strides) == (8, -1)
