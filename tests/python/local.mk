@@ -9,6 +9,9 @@ CAI_PYTHON_TESTS = \
 	tests/python/test_exchange_api.py \
 	$(empty)
 
+# Hardening (issue 6, helper "harden"): hostile input, leak soak, threads.
+CAI_PYTHON_TESTS += tests/python/test_hostile.py
+
 EXTRA_DIST += $(CAI_PYTHON_TESTS) tests/python/conftest.py \
 	tests/python/pip-install.sh
 
