@@ -1,4 +1,6 @@
-# libFuzzer target for the core conversions (issue 6).  libFuzzer needs
+# Hardening targets (issue 6): the libFuzzer target and the leak soak.
+#
+# libFuzzer target for the core conversions.  libFuzzer needs
 # clang, so the target is built by its own rule rather than by Automake's
 # compiler: it compiles the core sources directly (CAI_CORE_SOURCES, from
 # src/local.mk) with the fuzzer and sanitizers instrumenting all of them.
@@ -6,6 +8,8 @@
 #   make fuzz              build tests/fuzz/fuzz-convert
 #   make fuzz-short        run it FUZZ_SECONDS (60) from the seed corpus
 #   make fuzz-corpus       rewrite the seed corpus (tests/fuzz/make-corpus.py)
+#   make soak              tests/python/test_soak.py with 10^6 hand-overs
+#                          of each kind (make check runs it with fewer)
 
 FUZZ_SECONDS = 60
 FUZZ_FLAGS =
@@ -66,4 +70,16 @@ fuzz-corpus:
 
 CLEANFILES += $(FUZZ_TARGET)
 
-.PHONY: fuzz fuzz-short fuzz-corpus
+SOAK_N = 1000000
+SOAK_JAX_N = 1000000
+if HAVE_PYTHON
+soak: $(CAI_PY_STAGE)/.stamp
+	CAIBRIDGE_SOAK_N=$(SOAK_N) CAIBRIDGE_SOAK_JAX_N=$(SOAK_JAX_N) \
+	  $(PY_LOG_COMPILER) -s $(srcdir)/tests/python/test_soak.py
+else
+soak:
+	@echo "soak: configure found no Python; the soak needs the module" >&2
+	@exit 1
+endif
+
+.PHONY: fuzz fuzz-short fuzz-corpus soak

@@ -10,7 +10,7 @@ CAI_PYTHON_TESTS = \
 	$(empty)
 
 # Hardening (issue 6, helper "harden"): hostile input, leak soak, threads.
-CAI_PYTHON_TESTS += tests/python/test_hostile.py
+CAI_PYTHON_TESTS += tests/python/test_hostile.py tests/python/test_soak.py
 
 EXTRA_DIST += $(CAI_PYTHON_TESTS) tests/python/conftest.py \
 	tests/python/pip-install.sh
