@@ -288,11 +288,18 @@ static Py_ssize_t read_int_tuple(PyObject *o, const char *field, int64_t *out)
     return n;
 }
 
-/* A key of the interface dict; *out NULL when absent. */
+/*
+ * A key of the interface dict as a new reference (*out NULL when absent):
+ * reading an entry may run Python code (__index__) that mutates the dict,
+ * so every entry is held while it is read.
+ */
 static int dict_get(PyObject *dict, PyObject *key, PyObject **out)
 {
     *out = PyDict_GetItemWithError(dict, key);
-    return *out == NULL && PyErr_Occurred() ? -1 : 0;
+    if (*out == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    Py_INCREF(*out);
+    return 0;
 }
 
 static int missing(const char *iface, PyObject *key)
@@ -369,7 +376,7 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
 {
     const char *name = is_cuda ? "__cuda_array_interface__"
                                : "__array_interface__";
-    PyObject *o;
+    PyObject *o = NULL;
     cai_error_t err;
     int64_t v;
     Py_ssize_t n;
@@ -382,91 +389,105 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
     }
 
     if (dict_get(iface, s_shape, &o) != 0)
-        return -1;
-    if (o == NULL)
-        return missing(name, s_shape);
+        goto fail;
+    if (o == NULL) {
+        missing(name, s_shape);
+        goto fail;
+    }
     if ((n = read_int_tuple(o, "shape", d->shape)) < 0)
-        return -1;
+        goto fail;
     d->ndim = (int)n;
+    Py_CLEAR(o);
 
     if (dict_get(iface, s_typestr, &o) != 0)
-        return -1;
-    if (o == NULL)
-        return missing(name, s_typestr);
+        goto fail;
+    if (o == NULL) {
+        missing(name, s_typestr);
+        goto fail;
+    }
     {
-        const char *s;
+        const char *text;
         Py_ssize_t len;
 
         if (!PyUnicode_Check(o)) {
             PyErr_Format(PyExc_TypeError, "typestr must be a str, got %.100s",
                          Py_TYPE(o)->tp_name);
-            return -1;
+            goto fail;
         }
-        if ((s = PyUnicode_AsUTF8AndSize(o, &len)) == NULL)
-            return -1;
-        if (cai_typestr_parse(s, (size_t)len, &d->dtype, &err) != 0) {
+        if ((text = PyUnicode_AsUTF8AndSize(o, &len)) == NULL)
+            goto fail;
+        if (cai_typestr_parse(text, (size_t)len, &d->dtype, &err) != 0) {
             raise_status(&err);
-            return -1;
+            goto fail;
         }
     }
+    Py_CLEAR(o);
 
     if (dict_get(iface, s_version, &o) != 0)
-        return -1;
-    if (o == NULL)
-        return missing(name, s_version);
+        goto fail;
+    if (o == NULL) {
+        missing(name, s_version);
+        goto fail;
+    }
     if (read_int64(o, "version", -1, &v) != 0)
-        return -1;
+        goto fail;
     if (v < 0 || v > 3) {
         PyErr_Format(PyExc_ValueError,
                      "version = %lld: versions 0 to 3 are understood",
                      (long long)v);
-        return -1;
+        goto fail;
     }
     d->version = (int)v;
+    Py_CLEAR(o);
 
     d->has_strides = 0;
     if (dict_get(iface, s_strides, &o) != 0)
-        return -1;
+        goto fail;
     if (o != NULL && o != Py_None) {
         if ((n = read_int_tuple(o, "strides", d->strides)) < 0)
-            return -1;
+            goto fail;
         if (n != d->ndim) {
             PyErr_Format(PyExc_ValueError,
                          "strides has %zd entries but shape has %d", n,
                          d->ndim);
-            return -1;
+            goto fail;
         }
         d->has_strides = 1;
     }
+    Py_CLEAR(o);
 
     if (dict_get(iface, s_mask, &o) != 0)
-        return -1;
+        goto fail;
     d->has_mask = o != NULL && o != Py_None;
+    Py_CLEAR(o);
 
     d->has_stream = 0;
     d->stream = 0;
     if (is_cuda) {
         if (dict_get(iface, s_stream, &o) != 0)
-            return -1;
+            goto fail;
         if (o != NULL && o != Py_None) {
             if (read_int64(o, "stream", -1, &v) != 0)
-                return -1;
+                goto fail;
             if (v < 0 || v > INTPTR_MAX) {
                 /* 0 is left to the core, which explains why it is refused. */
                 PyErr_Format(PyExc_ValueError,
                              "stream = %lld: CAI v3 streams are None, 1, 2 "
                              "or a cudaStream_t handle", (long long)v);
-                return -1;
+                goto fail;
             }
             d->has_stream = 1;
             d->stream = (intptr_t)v;
         }
+        Py_CLEAR(o);
     }
 
     if (dict_get(iface, s_data, &o) != 0)
-        return -1;
-    if (o == NULL)
-        return missing(name, s_data);
+        goto fail;
+    if (o == NULL) {
+        missing(name, s_data);
+        goto fail;
+    }
     if (PyTuple_Check(o)) {
         PyObject *ro;
         unsigned long long p;
@@ -476,13 +497,14 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
             PyErr_Format(PyExc_ValueError,
                          "data must be a (pointer, readonly) pair, got a "
                          "tuple of %zd entries", PyTuple_GET_SIZE(o));
-            return -1;
+            goto fail;
         }
-        if (!PyLong_Check(PyTuple_GET_ITEM(o, 0))) {
+        if (!PyLong_Check(PyTuple_GET_ITEM(o, 0)) ||
+            PyBool_Check(PyTuple_GET_ITEM(o, 0))) {
             PyErr_Format(PyExc_TypeError,
                          "data[0] (the pointer) must be an int, got %.100s",
                          Py_TYPE(PyTuple_GET_ITEM(o, 0))->tp_name);
-            return -1;
+            goto fail;
         }
         p = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(o, 0));
         if (p == (unsigned long long)-1 && PyErr_Occurred()) {
@@ -490,32 +512,33 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
             PyErr_SetString(PyExc_ValueError,
                             "data[0] (the pointer) must be an int from 0 to "
                             "2**64 - 1");
-            return -1;
+            goto fail;
         }
         if (p > UINTPTR_MAX) {
             PyErr_SetString(PyExc_ValueError,
                             "data[0] (the pointer) does not fit in a pointer");
-            return -1;
+            goto fail;
         }
         ro = PyTuple_GET_ITEM(o, 1);
         if (!PyBool_Check(ro) && !PyLong_Check(ro)) {
             PyErr_Format(PyExc_TypeError,
                          "data[1] (readonly) must be a bool, got %.100s",
                          Py_TYPE(ro)->tp_name);
-            return -1;
+            goto fail;
         }
         if ((flag = PyObject_IsTrue(ro)) < 0)
-            return -1;
+            goto fail;
         d->data = (void *)(uintptr_t)p;
         d->readonly = flag;
     } else if (is_cuda) {
         PyErr_Format(PyExc_TypeError,
                      "data must be a (pointer, readonly) tuple, got %.100s",
                      Py_TYPE(o)->tp_name);
-        return -1;
+        goto fail;
     } else if (read_buffer_data(obj, o, d, keep) != 0) {
-        return -1;
+        goto fail;
     }
+    Py_CLEAR(o);
 
     if (!is_cuda) {
         if (dict_get(iface, s_offset, &o) != 0)
@@ -531,10 +554,12 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
             if (v != 0)
                 d->data = (char *)d->data + v;
         }
+        Py_CLEAR(o);
     }
     return 0;
 
 fail:
+    Py_XDECREF(o);
     Py_CLEAR(*keep);
     return -1;
 }
