@@ -177,7 +177,13 @@ def main():
     ap.add_argument("--repeats", type=int, default=REPEATS)
     ap.add_argument("--cudart", help="the recording CUDA runtime double "
                     "(tests/cuda), for counting runtime calls")
+    ap.add_argument("--valgrind", help="valgrind, for instruction counts "
+                    "(repeatable where times are not)")
+    ap.add_argument("--instr-child", action="store_true",
+                    help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.instr_child:
+        return instr_child(args)
     if args.cudart and os.path.exists(args.cudart):
         # Read by the core at its first CUDA call: every runtime call made
         # in this process, timed rows included, goes to the double.
@@ -495,6 +501,12 @@ def main():
             missing.append(f"CUDA runtime call counts: {type(e).__name__}: "
                            f"{e}")
     rows.extend(cuda_rows)
+    ir = {}
+    if caibridge is not None and args.valgrind and xb is not None:
+        try:
+            ir = instruction_counts(args)
+        except Exception as e:
+            missing.append(f"instruction counts: {type(e).__name__}: {e}")
 
     print_table([r for r in rows if r.median is not None], args.repeats)
     if cuda_rows:
@@ -505,7 +517,9 @@ def main():
         print("\nzero-copy (consumer's data pointer == producer's):")
         for name, ok in zc:
             print(f"  {name:44s} {'yes' if ok else 'NO (copied)'}")
-    print_targets(by_key)
+    if ir:
+        print_instructions(ir)
+    print_targets(by_key, ir)
     if missing:
         print("\nnot measured:")
         for m in missing:
@@ -654,7 +668,121 @@ def print_table(rows, repeats):
               f"{r.spread:6.1f}% {ratio}  {vs}{note}")
 
 
-def print_targets(by_key):
+# ------------------------------------------------ instruction counts
+
+IR_N = 20000
+
+
+def instr_child(args):
+    """Runs under callgrind --instr-atstart=no: each case is counted alone
+    by _xbench.count_loop, which dumps its counts under the case's name."""
+    sys.path.insert(0, args.xbench)
+    import _xbench as xb
+    import caibridge
+    as_dlpack, to_dlpack = caibridge.as_dlpack, caibridge.to_dlpack
+    from_dlpack = caibridge.from_dlpack
+    x = aligned((32, 32))
+    o, b, h = CAIPrebuilt(x), CAIBuilt(x), HostPrebuilt(x)
+    D, mv = DEV, (1, 3)
+    view = as_dlpack(h)
+    cases = [
+        ("base", lambda: None),
+        ("prop", lambda: o.__cuda_array_interface__),
+        ("prop_built", lambda: b.__cuda_array_interface__),
+        ("view", lambda: as_dlpack(o, device=D).__dlpack__()),
+        ("view_built", lambda: as_dlpack(b, device=D).__dlpack__()),
+        ("capsule", lambda: to_dlpack(o, device=D)),
+        ("capsule_built", lambda: to_dlpack(b, device=D)),
+        ("numpy", lambda: x.__dlpack__()),
+        ("view_v", lambda: as_dlpack(o, device=D).__dlpack__(max_version=mv)),
+        ("numpy_v", lambda: x.__dlpack__(max_version=mv)),
+        ("dunder_py", lambda: view.__dlpack__(max_version=mv)),
+        ("host_prop", lambda: h.__array_interface__),
+        ("np_from_cb", lambda: np.from_dlpack(as_dlpack(h))),
+        ("np_from_np", lambda: np.from_dlpack(x)),
+        ("from_np", lambda: from_dlpack(x)),
+    ]
+    for name, f in cases:
+        f()
+        xb.count_loop(f, IR_N, name)
+    xb.exchange_count(view, IR_N, "exchange")
+    return 0
+
+
+def instruction_counts(args):
+    """Instructions per hand-over, from one callgrind run of instr_child."""
+    import glob
+    import shutil
+    import tempfile
+
+    tmp = tempfile.mkdtemp(prefix="cai-ir-")
+    try:
+        out = os.path.join(tmp, "cg.out")
+        cmd = [args.valgrind, "--tool=callgrind", "--instr-atstart=no",
+               f"--callgrind-out-file={out}", sys.executable,
+               os.path.abspath(__file__), "--instr-child",
+               "--xbench", os.path.abspath(args.xbench)]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=300)
+        total = {}
+        for path in glob.glob(out + "*"):
+            label, ir = None, None
+            with open(path) as f:
+                for line in f:
+                    prefix = "desc: Trigger: Client Request: "
+                    if line.startswith(prefix):
+                        label = line[len(prefix):].strip()
+                    elif line.startswith(("summary:", "totals:")):
+                        ir = int(line.split()[1])
+            if label and ir is not None:
+                total[label] = ir
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    base = total.get("base")
+    if base is None:
+        return {}
+    ir = {k: (v - base) / IR_N for k, v in total.items() if k != "base"}
+    if "exchange" in total:
+        ir["exchange"] = total["exchange"] / IR_N  # no Python call around it
+    return ir
+
+
+IR_LABELS = [
+    ("prop", "o.__cuda_array_interface__ (prebuilt dict)"),
+    ("prop_built", "o.__cuda_array_interface__ (built each call)"),
+    ("view", "as_dlpack(o, device=D).__dlpack__(), 2-D"),
+    ("view_built", "  same, producer building its dict"),
+    ("capsule", "to_dlpack(o, device=D), 2-D"),
+    ("capsule_built", "  same, producer building its dict"),
+    ("numpy", "NumPy x.__dlpack__(), 2-D"),
+    ("view_v", "as_dlpack(o, device=D).__dlpack__(max_version=(1,3))"),
+    ("numpy_v", "NumPy x.__dlpack__(max_version=(1,3))"),
+    ("dunder_py", "view.__dlpack__(max_version=(1,3)), existing view"),
+    ("exchange", "exchange API from C: from_py_object + deleter"),
+    ("host_prop", "h.__array_interface__ (prebuilt dict)"),
+    ("np_from_cb", "np.from_dlpack(as_dlpack(h))"),
+    ("np_from_np", "np.from_dlpack(ndarray)"),
+    ("from_np", "caibridge.from_dlpack(ndarray)"),
+]
+
+
+def print_instructions(ir):
+    print("\n== instructions per hand-over (callgrind, "
+          f"{IR_N} calls each; the empty call subtracted; repeatable)")
+    w = max(len(label) for _, label in IR_LABELS)
+    for key, label in IR_LABELS:
+        if key in ir:
+            extra = ""
+            if key in ("view", "capsule", "view_built", "capsule_built",
+                       "view_v"):
+                prop = ir.get("prop_built" if key.endswith("built")
+                              else "prop")
+                if prop is not None:
+                    extra = f"   own (property excluded): {ir[key] - prop:7.0f}"
+            print(f"  {label:{w}s} {ir[key]:8.0f}{extra}")
+
+
+def print_targets(by_key, ir=None):
     def med(k):
         return by_key[k].median if k in by_key else None
 
@@ -692,6 +820,12 @@ def print_targets(by_key):
             if k.startswith("core:core to_versioned")]
     line("C core to_versioned+deleter, worst layout, ns",
          max(core) if core else None, 50, " ns", met_if_le=False)
+    if ir and all(k in ir for k in ("view", "capsule", "prop", "numpy")):
+        print("  the same ratios in instructions (callgrind; repeatable):")
+        line("  as_dlpack(o).__dlpack__() own / NumPy x.__dlpack__()",
+             (ir["view"] - ir["prop"]) / ir["numpy"], 1.5, "x")
+        line("  to_dlpack(o) own / NumPy x.__dlpack__()",
+             (ir["capsule"] - ir["prop"]) / ir["numpy"], 1.0, "x")
 
 
 def write_csv(rows, path):

@@ -19,7 +19,7 @@ BENCH_BUILT += bench/_xbench.la $(CAI_PY_STAGE)/.stamp
 BENCH_RUN = PYTHONPATH="$(BENCH_PYTHONPATH)$${PYTHONPATH:+:$$PYTHONPATH}" \
 	MPLBACKEND=Agg $(PYTHON) $(srcdir)/bench/bench.py \
 	--core ./bench/bench-core$(EXEEXT) --xbench bench/.libs --out bench \
-	$(BENCH_CUDART)
+	$(BENCH_CUDART) $(BENCH_VALGRIND)
 else
 BENCH_RUN = ./bench/bench-core$(EXEEXT)
 endif
@@ -30,6 +30,9 @@ if HAVE_CUDA
 BENCH_BUILT += tests/cuda/libcudart-double.la
 BENCH_CUDART = --cudart tests/cuda/.libs/libcudart-double.so
 endif
+
+# Instruction counts need valgrind; without it they are left out.
+BENCH_VALGRIND = $(VALGRIND:%=--valgrind %)
 
 # The in-tree module's staged package (see python/local.mk).
 BENCH_PYTHONPATH = $(abs_builddir)/python/stage

@@ -14,6 +14,14 @@
 
 #include "caibridge/dlpack.h"
 
+/* Instruction counts under callgrind, when its header is there. */
+#if defined(__has_include)
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#define HAVE_CALLGRIND 1
+#endif
+#endif
+
 static double now_ns(void)
 {
     struct timespec ts;
@@ -171,6 +179,79 @@ out:
     return res;
 }
 
+/* count_loop(f, n, label): calls f() n times with callgrind collecting, then
+ * dumps the counts under label (a run with --instr-atstart=no sees nothing
+ * else).  Outside callgrind, or without its header, it only calls f. */
+static PyObject *count_loop(PyObject *self, PyObject *args)
+{
+    PyObject *f;
+    Py_ssize_t n, i;
+    const char *label;
+
+    if (!PyArg_ParseTuple(args, "Ons", &f, &n, &label))
+        return NULL;
+#ifdef HAVE_CALLGRIND
+    CALLGRIND_START_INSTRUMENTATION;
+    CALLGRIND_ZERO_STATS;
+#endif
+    for (i = 0; i < n; i++) {
+        PyObject *r = PyObject_CallNoArgs(f);
+
+        if (r == NULL)
+            break;
+        Py_DECREF(r);
+    }
+#ifdef HAVE_CALLGRIND
+    CALLGRIND_DUMP_STATS_AT(label);
+    CALLGRIND_STOP_INSTRUMENTATION;
+#else
+    (void)label;
+#endif
+    if (PyErr_Occurred())
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* exchange_count(obj, n, label): as count_loop, for the exchange API loop. */
+static PyObject *exchange_count(PyObject *self, PyObject *args)
+{
+    PyObject *obj;
+    Py_ssize_t n, i;
+    const char *label;
+    const DLPackExchangeAPI *api;
+
+    if (!PyArg_ParseTuple(args, "Ons", &obj, &n, &label))
+        return NULL;
+    api = table_of(obj);
+    if (api == NULL)
+        return NULL;
+#ifdef HAVE_CALLGRIND
+    CALLGRIND_START_INSTRUMENTATION;
+    CALLGRIND_ZERO_STATS;
+#endif
+    for (i = 0; i < n; i++) {
+        DLManagedTensorVersioned *t = NULL;
+
+        if (api->managed_tensor_from_py_object_no_sync(obj, &t) != 0)
+            break;
+        if (t->deleter != NULL)
+            t->deleter(t);
+    }
+#ifdef HAVE_CALLGRIND
+    CALLGRIND_DUMP_STATS_AT(label);
+    CALLGRIND_STOP_INSTRUMENTATION;
+#else
+    (void)label;
+#endif
+    if (i < n) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError,
+                            "managed_tensor_from_py_object_no_sync failed");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 /* has_table(obj) -> True when type(obj) publishes an exchange table. */
 static PyObject *has_table(PyObject *self, PyObject *obj)
 {
@@ -190,6 +271,10 @@ static PyMethodDef methods[] = {
      "dltensor_loop(obj, n) -> ns for n borrowed DLTensors, or None"},
     {"dunder_loop", dunder_loop, METH_VARARGS,
      "dunder_loop(obj, n) -> ns for n __dlpack__ calls made from C"},
+    {"count_loop", count_loop, METH_VARARGS,
+     "count_loop(f, n, label): n calls of f, counted by callgrind"},
+    {"exchange_count", exchange_count, METH_VARARGS,
+     "exchange_count(obj, n, label): the exchange loop, counted"},
     {"has_table", has_table, METH_O,
      "has_table(obj) -> whether type(obj) has __dlpack_c_exchange_api__"},
     {NULL, NULL, 0, NULL}};
