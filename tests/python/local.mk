@@ -10,7 +10,8 @@ CAI_PYTHON_TESTS = \
 	$(empty)
 
 # Hardening (issue 6, helper "harden"): hostile input, leak soak, threads.
-CAI_PYTHON_TESTS += tests/python/test_hostile.py tests/python/test_soak.py
+CAI_PYTHON_TESTS += tests/python/test_hostile.py tests/python/test_soak.py \
+	tests/python/test_threads.py
 
 EXTRA_DIST += $(CAI_PYTHON_TESTS) tests/python/conftest.py \
 	tests/python/pip-install.sh

@@ -1,0 +1,304 @@
+"""Threads and shutdown: hand-overs on many threads, tensors freed on other
+threads than the one that made them, deleters run from native threads that
+have no Python thread state, and tensors still alive when the interpreter
+exits.
+
+The native threads are real pthreads started through ctypes with the
+tensor's deleter itself as the start routine, so the deleter runs with no
+Python thread state at all, as it would from a consumer's C++ worker.
+"""
+import ctypes
+import gc
+import os
+import queue
+import subprocess
+import sys
+import textwrap
+import threading
+import weakref
+
+import numpy as np
+import pytest
+
+import caibridge
+
+torch = pytest.importorskip("torch")
+
+THREADS = 8
+PER_THREAD = 3000
+
+
+class Host:
+    def __init__(self, array):
+        self.array = array
+        self.iface = array.__array_interface__
+
+    @property
+    def __array_interface__(self):
+        return self.iface
+
+
+def settle():
+    for _ in range(3):
+        gc.collect()
+
+
+# ---- ctypes access to a capsule's tensor and to pthreads
+
+_api = ctypes.pythonapi
+_api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+_api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_api.PyCapsule_SetName.restype = ctypes.c_int
+_api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_api.PyCapsule_IsValid.restype = ctypes.c_int
+_api.PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+# Capsule names must outlive the capsule: module-level bytes objects.
+USED_VERSIONED = b"used_dltensor_versioned"
+USED_LEGACY = b"used_dltensor"
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.pthread_create.argtypes = [ctypes.POINTER(ctypes.c_ulong),
+                                 ctypes.c_void_p, ctypes.c_void_p,
+                                 ctypes.c_void_p]
+_libc.pthread_create.restype = ctypes.c_int
+_libc.pthread_join.argtypes = [ctypes.c_ulong, ctypes.c_void_p]
+_libc.pthread_join.restype = ctypes.c_int
+
+# DLManagedTensorVersioned: version (8 bytes), manager_ctx, deleter.
+# DLManagedTensor: DLTensor (48 bytes), manager_ctx, deleter.
+DELETER_OFFSET = {True: 16, False: 56}
+
+
+def take_tensor(capsule):
+    """Takes the tensor out of a DLPack capsule as a consumer would (the
+    capsule is renamed used, so only we may delete it); returns (tensor
+    address, deleter address)."""
+    versioned = _api.PyCapsule_IsValid(capsule, b"dltensor_versioned") == 1
+    name = b"dltensor_versioned" if versioned else b"dltensor"
+    tensor = _api.PyCapsule_GetPointer(capsule, name)
+    assert tensor, "not a DLPack capsule"
+    assert _api.PyCapsule_SetName(
+        capsule, USED_VERSIONED if versioned else USED_LEGACY) == 0
+    deleter = ctypes.c_void_p.from_address(tensor +
+                                           DELETER_OFFSET[versioned]).value
+    assert deleter, "the tensor has no deleter"
+    return tensor, deleter
+
+
+def start_native(deleter, tensor):
+    """A pthread whose start routine is the deleter: it runs with no
+    Python thread state.  (void (*)(T *) called as void *(*)(void *): the
+    same registers on every ABI CPython runs on; the result is unused.)"""
+    tid = ctypes.c_ulong()
+    rc = _libc.pthread_create(ctypes.byref(tid), None, deleter, tensor)
+    assert rc == 0, f"pthread_create: {os.strerror(rc)}"
+    return tid.value
+
+
+def join_native(tid):
+    # ctypes releases the GIL for the call, so the deleter can take it.
+    assert _libc.pthread_join(tid, None) == 0
+
+
+# ---- tests
+
+
+def test_concurrent_handovers():
+    """8 threads hand the same producer and their own over and over, into
+    torch and NumPy and back; every value is right, and afterwards every
+    reference the hand-overs took is gone."""
+    shared = Host(np.arange(12, dtype=np.float32).reshape(3, 4))
+    start = threading.Barrier(THREADS)
+    errors = []
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # switch threads as often as possible
+
+    def work(k):
+        own = Host(np.full((2, 5), k, dtype=np.int64))
+        try:
+            start.wait()
+            for i in range(PER_THREAD):
+                t = torch.from_dlpack(caibridge.as_dlpack(shared))
+                assert float(t[2, 3]) == 11.0
+                a = np.from_dlpack(caibridge.as_dlpack(own))
+                assert int(a[1, 4]) == k
+                v = caibridge.from_dlpack(t)
+                assert v.__array_interface__["data"][0] == \
+                    shared.iface["data"][0]
+                c = caibridge.to_dlpack(own, max_version=(1, 3))
+                if i % 2:
+                    caibridge.from_dlpack(c)
+                del t, a, v, c
+        except BaseException as e:  # reported by the main thread
+            errors.append(e)
+
+    settle()
+    before = sys.getrefcount(shared)
+    try:
+        threads = [threading.Thread(target=work, args=(k,))
+                   for k in range(THREADS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert not errors, errors[:3]
+    settle()
+    assert sys.getrefcount(shared) == before
+
+
+def test_tensors_freed_on_other_threads():
+    """One thread makes tensors, capsules and views; four others free them.
+    The producer dies once the last one is gone."""
+    producer = Host(np.arange(6, dtype=np.float64))
+    dead = weakref.ref(producer)
+    made = queue.Queue(maxsize=256)
+    count = 4000
+
+    def make():
+        for i in range(count):
+            kind = i % 4
+            if kind == 0:
+                made.put(torch.from_dlpack(caibridge.as_dlpack(producer)))
+            elif kind == 1:
+                made.put(caibridge.to_dlpack(producer, max_version=(1, 3)))
+            elif kind == 2:
+                made.put(caibridge.as_dlpack(producer))
+            else:
+                made.put(caibridge.from_dlpack(
+                    caibridge.as_dlpack(producer)))
+        for _ in range(4):
+            made.put(None)
+
+    freed = [0] * 4
+
+    def free(k):
+        while True:
+            item = made.get()
+            if item is None:
+                return
+            del item
+            freed[k] += 1
+
+    maker = threading.Thread(target=make)
+    freers = [threading.Thread(target=free, args=(k,)) for k in range(4)]
+    for t in freers + [maker]:
+        t.start()
+    maker.join()
+    for t in freers:
+        t.join()
+    assert sum(freed) == count
+    del producer
+    settle()
+    assert dead() is None, "a tensor freed on another thread kept its owner"
+
+
+@pytest.mark.parametrize("versioned", [True, False],
+                         ids=["versioned", "legacy"])
+def test_deleter_on_native_thread(versioned):
+    """A deleter run by a thread with no Python thread state takes the GIL
+    itself and drops the owner's reference exactly once."""
+    producer = Host(np.arange(4, dtype=np.int32))
+    settle()
+    before = sys.getrefcount(producer)
+    capsule = caibridge.to_dlpack(producer,
+                                  max_version=(1, 3) if versioned else None)
+    assert sys.getrefcount(producer) == before + 1
+    tensor, deleter = take_tensor(capsule)
+    del capsule  # renamed used: its destructor leaves the tensor alone
+    assert sys.getrefcount(producer) == before + 1
+    join_native(start_native(deleter, tensor))
+    assert sys.getrefcount(producer) == before
+
+
+def test_many_deleters_on_native_threads_while_python_runs():
+    """Deleters on 8 native threads at once, while Python threads keep the
+    GIL busy with hand-overs of the same producer."""
+    producer = Host(np.arange(8, dtype=np.float32))
+    settle()
+    before = sys.getrefcount(producer)
+    taken = [take_tensor(caibridge.to_dlpack(producer, max_version=(1, 3)))
+             for _ in range(64)]
+    stop = threading.Event()
+
+    def busy():
+        while not stop.is_set():
+            torch.from_dlpack(caibridge.as_dlpack(producer))
+
+    busy_threads = [threading.Thread(target=busy) for _ in range(2)]
+    for t in busy_threads:
+        t.start()
+    try:
+        for i in range(0, len(taken), THREADS):
+            tids = [start_native(d, t) for t, d in taken[i:i + THREADS]]
+            for tid in tids:
+                join_native(tid)
+    finally:
+        stop.set()
+        for t in busy_threads:
+            t.join()
+    settle()
+    assert sys.getrefcount(producer) == before
+
+
+EXIT_SCRIPT = textwrap.dedent("""
+    import atexit, ctypes, sys, threading
+    import numpy as np
+    import torch
+    import caibridge
+
+    sys.path.insert(0, sys.argv[1])
+    from test_threads import Host, take_tensor, start_native
+
+    producer = Host(np.arange(12, dtype=np.float32))
+    # Left alive at exit, each kind of owner.
+    kept = [torch.from_dlpack(caibridge.as_dlpack(producer)),
+            caibridge.to_dlpack(producer, max_version=(1, 3)),
+            caibridge.to_dlpack(producer),
+            caibridge.as_dlpack(producer),
+            caibridge.from_dlpack(caibridge.as_dlpack(producer)),
+            np.from_dlpack(caibridge.as_dlpack(producer))]
+    cycle = [producer, kept]
+    cycle.append(cycle)
+
+    # No torch on this thread: torch itself aborts when a daemon thread is
+    # inside it at exit (std::terminate), with or without caibridge.
+    def churn():
+        while True:
+            np.from_dlpack(caibridge.as_dlpack(producer))
+            caibridge.from_dlpack(caibridge.to_dlpack(producer,
+                                                      max_version=(1, 3)))
+            caibridge.to_dlpack(producer)
+
+    threading.Thread(target=churn, daemon=True).start()
+
+    # Deleters on native threads that race the interpreter's exit: they
+    # must either finish normally or see the runtime is going and leave
+    # Python alone.
+    taken = [take_tensor(caibridge.to_dlpack(producer, max_version=(1, 3)))
+             for _ in range(8)]
+
+    @atexit.register
+    def race():
+        for tensor, deleter in taken:
+            start_native(deleter, tensor)
+
+    print("exiting", flush=True)
+""")
+
+
+@pytest.mark.parametrize("run", range(3))
+def test_tensors_alive_at_exit(run):
+    """Tensors alive at exit, a daemon thread mid-hand-over, and native
+    deleters racing finalization: the process exits 0 without a fatal
+    error."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    result = subprocess.run(
+        [sys.executable, "-c", EXIT_SCRIPT, here], capture_output=True,
+        text=True, timeout=300,
+        env=dict(os.environ, PYTHONFAULTHANDLER="1"))
+    assert result.returncode == 0, \
+        f"exit {result.returncode}:\n{result.stderr[-3000:]}"
+    assert "exiting" in result.stdout
+    assert "Fatal Python error" not in result.stderr, result.stderr[-3000:]
