@@ -19,7 +19,15 @@ EXTRA_DIST += $(CAI_PYTHON_TESTS) tests/python/conftest.py \
 if HAVE_PYTHON
 TESTS += $(CAI_PYTHON_TESTS)
 PY_LOG_COMPILER = env PYTHONDONTWRITEBYTECODE=1 \
+	HYPOTHESIS_STORAGE_DIRECTORY='$(abs_builddir)/tests/python/hypothesis-db' \
 	PYTHONPATH='$(abs_builddir)/python/stage'$${PYTHONPATH:+:$$PYTHONPATH} \
 	$(PYTHON) -m pytest --tap-stream -p no:cacheprovider -q \
 	--rootdir=$(abs_srcdir)/tests/python
 endif
+
+# Hypothesis keeps its example database in the build tree, not in the
+# directory the tests run from.
+clean-local: clean-python-tests
+clean-python-tests:
+	-rm -rf tests/python/hypothesis-db
+.PHONY: clean-python-tests
