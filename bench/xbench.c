@@ -72,8 +72,8 @@ static PyObject *exchange_loop(PyObject *self, PyObject *args)
 
         if (api->managed_tensor_from_py_object_no_sync(obj, &t) != 0) {
             if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_RuntimeError,
-                                "managed_tensor_from_py_object_no_sync failed");
+                PyErr_SetString(PyExc_RuntimeError, "managed_tensor_from_"
+                                "py_object_no_sync failed");
             return NULL;
         }
         if (t->deleter != NULL)
