@@ -11,6 +11,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -288,18 +289,74 @@ static Py_ssize_t read_int_tuple(PyObject *o, const char *field, int64_t *out)
     return n;
 }
 
+/* Producers hand out the same typestr object call after call: the last one
+ * parsed is remembered (an exact str, so its text cannot change). */
+static PyObject *last_typestr;
+static DLDataType last_dtype;
+
+/* The entries of an interface dict that caibridge reads. */
+enum {
+    F_SHAPE, F_TYPESTR, F_VERSION, F_STRIDES, F_MASK, F_STREAM, F_DATA,
+    F_OFFSET, F_COUNT
+};
+static PyObject **const entry_keys[F_COUNT] = {
+    &s_shape, &s_typestr, &s_version, &s_strides, &s_mask, &s_stream,
+    &s_data, &s_offset};
+static Py_hash_t entry_hashes[F_COUNT];
+
 /*
- * A key of the interface dict as a new reference (*out NULL when absent):
- * reading an entry may run Python code (__index__) that mutates the dict,
- * so every entry is held while it is read.
+ * Takes a strong reference to each entry caibridge reads (NULL when absent)
+ * in one walk over the dict, which runs no Python code: reading an entry
+ * later may run __index__ that mutates the dict, so every entry is held
+ * first.  A walk also beats one hash probe per key, absent keys included.
  */
-static int dict_get(PyObject *dict, PyObject *key, PyObject **out)
+static int collect_entries(PyObject *iface, PyObject *entries[F_COUNT])
 {
-    *out = PyDict_GetItemWithError(dict, key);
-    if (*out == NULL)
-        return PyErr_Occurred() ? -1 : 0;
-    Py_INCREF(*out);
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    int j;
+
+    for (j = 0; j < F_COUNT; j++)
+        entries[j] = NULL;
+    while (PyDict_Next(iface, &pos, &key, &value)) {
+        Py_hash_t hash;
+
+        for (j = 0; j < F_COUNT; j++) {
+            if (key == *entry_keys[j])
+                goto found;
+        }
+        if (!PyUnicode_CheckExact(key))
+            goto slow; /* a key type whose equality may run Python code */
+        hash = PyObject_Hash(key); /* cached in the str */
+        for (j = 0; j < F_COUNT; j++) {
+            if (hash == entry_hashes[j] &&
+                PyUnicode_Compare(key, *entry_keys[j]) == 0)
+                goto found;
+        }
+        continue;
+    found:
+        if (entries[j] == NULL)
+            entries[j] = Py_NewRef(value);
+    }
     return 0;
+
+slow:
+    /* Dict look-ups give the same answers as Python's own d[key]. */
+    for (j = 0; j < F_COUNT; j++) {
+        PyObject *v;
+
+        Py_CLEAR(entries[j]);
+        v = PyDict_GetItemWithError(iface, *entry_keys[j]);
+        if (v == NULL && PyErr_Occurred())
+            goto fail;
+        entries[j] = Py_XNewRef(v);
+    }
+    return 0;
+
+fail:
+    for (j = 0; j < F_COUNT; j++)
+        Py_CLEAR(entries[j]);
+    return -1;
 }
 
 static int missing(const char *iface, PyObject *key)
@@ -376,10 +433,11 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
 {
     const char *name = is_cuda ? "__cuda_array_interface__"
                                : "__array_interface__";
-    PyObject *o = NULL;
+    PyObject *o = NULL, *entries[F_COUNT];
     cai_error_t err;
     int64_t v;
     Py_ssize_t n;
+    int j;
 
     *keep = NULL;
     if (!PyDict_Check(iface)) {
@@ -387,9 +445,11 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
                      Py_TYPE(iface)->tp_name);
         return -1;
     }
+    if (collect_entries(iface, entries) != 0)
+        return -1;
 
-    if (dict_get(iface, s_shape, &o) != 0)
-        goto fail;
+    o = entries[F_SHAPE];
+    entries[F_SHAPE] = NULL;
     if (o == NULL) {
         missing(name, s_shape);
         goto fail;
@@ -399,8 +459,8 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
     d->ndim = (int)n;
     Py_CLEAR(o);
 
-    if (dict_get(iface, s_typestr, &o) != 0)
-        goto fail;
+    o = entries[F_TYPESTR];
+    entries[F_TYPESTR] = NULL;
     if (o == NULL) {
         missing(name, s_typestr);
         goto fail;
@@ -414,17 +474,25 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
                          Py_TYPE(o)->tp_name);
             goto fail;
         }
-        if ((text = PyUnicode_AsUTF8AndSize(o, &len)) == NULL)
-            goto fail;
-        if (cai_typestr_parse(text, (size_t)len, &d->dtype, &err) != 0) {
-            raise_status(&err);
-            goto fail;
+        if (o == last_typestr) {
+            d->dtype = last_dtype;
+        } else {
+            if ((text = PyUnicode_AsUTF8AndSize(o, &len)) == NULL)
+                goto fail;
+            if (cai_typestr_parse(text, (size_t)len, &d->dtype, &err) != 0) {
+                raise_status(&err);
+                goto fail;
+            }
+            if (PyUnicode_CheckExact(o)) {
+                Py_XSETREF(last_typestr, Py_NewRef(o));
+                last_dtype = d->dtype;
+            }
         }
     }
     Py_CLEAR(o);
 
-    if (dict_get(iface, s_version, &o) != 0)
-        goto fail;
+    o = entries[F_VERSION];
+    entries[F_VERSION] = NULL;
     if (o == NULL) {
         missing(name, s_version);
         goto fail;
@@ -441,8 +509,8 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
     Py_CLEAR(o);
 
     d->has_strides = 0;
-    if (dict_get(iface, s_strides, &o) != 0)
-        goto fail;
+    o = entries[F_STRIDES];
+    entries[F_STRIDES] = NULL;
     if (o != NULL && o != Py_None) {
         if ((n = read_int_tuple(o, "strides", d->strides)) < 0)
             goto fail;
@@ -456,16 +524,16 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
     }
     Py_CLEAR(o);
 
-    if (dict_get(iface, s_mask, &o) != 0)
-        goto fail;
+    o = entries[F_MASK];
+    entries[F_MASK] = NULL;
     d->has_mask = o != NULL && o != Py_None;
     Py_CLEAR(o);
 
     d->has_stream = 0;
     d->stream = 0;
     if (is_cuda) {
-        if (dict_get(iface, s_stream, &o) != 0)
-            goto fail;
+        o = entries[F_STREAM];
+        entries[F_STREAM] = NULL;
         if (o != NULL && o != Py_None) {
             if (read_int64(o, "stream", -1, &v) != 0)
                 goto fail;
@@ -482,8 +550,8 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
         Py_CLEAR(o);
     }
 
-    if (dict_get(iface, s_data, &o) != 0)
-        goto fail;
+    o = entries[F_DATA];
+    entries[F_DATA] = NULL;
     if (o == NULL) {
         missing(name, s_data);
         goto fail;
@@ -506,7 +574,12 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
                          Py_TYPE(PyTuple_GET_ITEM(o, 0))->tp_name);
             goto fail;
         }
+#if ULONG_MAX >= UINTPTR_MAX
+        /* Faster than the long long variant for multi-digit ints (3.11). */
+        p = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(o, 0));
+#else
         p = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(o, 0));
+#endif
         if (p == (unsigned long long)-1 && PyErr_Occurred()) {
             PyErr_Clear();
             PyErr_SetString(PyExc_ValueError,
@@ -541,8 +614,8 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
     Py_CLEAR(o);
 
     if (!is_cuda) {
-        if (dict_get(iface, s_offset, &o) != 0)
-            goto fail;
+        o = entries[F_OFFSET];
+        entries[F_OFFSET] = NULL;
         if (o != NULL && o != Py_None) {
             if (read_int64(o, "offset", -1, &v) != 0)
                 goto fail;
@@ -556,10 +629,14 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
         }
         Py_CLEAR(o);
     }
+    for (j = 0; j < F_COUNT; j++)
+        Py_XDECREF(entries[j]); /* entries a CAI does not have */
     return 0;
 
 fail:
     Py_XDECREF(o);
+    for (j = 0; j < F_COUNT; j++)
+        Py_XDECREF(entries[j]);
     Py_CLEAR(*keep);
     return -1;
 }
@@ -583,10 +660,20 @@ static int check_buffer_bounds(const cai_desc_t *d, PyObject *keep)
     return 0;
 }
 
+/* Callers pass the same device tuple call after call; the last one read is
+ * remembered (a tuple of ints cannot change). */
+static PyObject *last_device_obj;
+static DLDevice last_device;
+
 /* A (device_type, device_id) pair as __dlpack_device__ returns it. */
 static int read_device(PyObject *o, const char *what, DLDevice *out)
 {
     int64_t type, id;
+
+    if (o == last_device_obj) {
+        *out = last_device;
+        return 0;
+    }
 
     if (!PyTuple_Check(o) || PyTuple_GET_SIZE(o) != 2) {
         PyErr_Format(PyExc_TypeError,
@@ -611,6 +698,11 @@ static int read_device(PyObject *o, const char *what, DLDevice *out)
     }
     out->device_type = (DLDeviceType)type;
     out->device_id = (int32_t)id;
+    if (PyTuple_CheckExact(o) && PyLong_CheckExact(PyTuple_GET_ITEM(o, 0)) &&
+        PyLong_CheckExact(PyTuple_GET_ITEM(o, 1))) {
+        Py_XSETREF(last_device_obj, Py_NewRef(o));
+        last_device = *out;
+    }
     return 0;
 }
 
@@ -1926,6 +2018,10 @@ static int intern_all(void)
     for (i = 0; i < sizeof table / sizeof table[0]; i++) {
         if ((*table[i].slot = PyUnicode_InternFromString(table[i].text))
             == NULL)
+            return -1;
+    }
+    for (i = 0; i < F_COUNT; i++) {
+        if ((entry_hashes[i] = PyObject_Hash(*entry_keys[i])) == -1)
             return -1;
     }
     max_version_ours = Py_BuildValue("(ii)", CAIBRIDGE_DLPACK_MAJOR,
