@@ -77,7 +77,9 @@ static void make_desc(cai_desc_t *d, int ndim, int strided)
 /* One case: a descriptor and the direction it is converted in. */
 typedef struct {
     const char *name;
-    int ndim, strided, from; /* from: tensor -> descriptor */
+    int ndim, strided;
+    int from;   /* tensor -> descriptor instead */
+    int legacy; /* DLManagedTensor instead of the versioned struct */
     cai_desc_t desc;
     DLManagedTensorVersioned *tensor; /* the source when from */
     double ns[BATCHES];
@@ -98,6 +100,15 @@ static double run_batch(bench_case *c)
                 return -1;
             /* Keep the stores: the result must look used. */
             __asm__ volatile("" : : "r"(&back) : "memory");
+        }
+    } else if (c->legacy) {
+        for (i = 0; i < ITERS; i++) {
+            DLManagedTensor *t;
+
+            if (cai_desc_to_dlpack(&c->desc, 0, &c->desc, release_owner, &t,
+                                   NULL) != 0)
+                return -1;
+            t->deleter(t);
         }
     } else {
         for (i = 0; i < ITERS; i++) {
@@ -125,6 +136,8 @@ static bench_case cases[] = {
      .ndim = 4, .strided = 0, .from = 0},
     {.name = "core to_versioned+deleter 4d strided",
      .ndim = 4, .strided = 1, .from = 0},
+    {.name = "core to_legacy+deleter 2d",
+     .ndim = 2, .strided = 0, .legacy = 1},
     {.name = "core from_versioned 2d",
      .ndim = 2, .strided = 0, .from = 1},
     {.name = "core from_versioned 4d strided",

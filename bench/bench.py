@@ -819,8 +819,8 @@ def print_targets(by_key, ir=None):
     line("C exchange API, ns per hand-over", med("xapi:cb"), 100, " ns",
          met_if_le=False)
     core = [r.median for k, r in by_key.items()
-            if k.startswith("core:core to_versioned")]
-    line("C core to_versioned+deleter, worst layout, ns",
+            if k.startswith("core:core to_")]
+    line("C core descriptor -> tensor + deleter, worst case, ns",
          max(core) if core else None, 50, " ns", met_if_le=False)
     if ir and all(k in ir for k in ("view", "capsule", "prop", "numpy")):
         print("  the same ratios in instructions (callgrind; repeatable):")
