@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import caibridge
+from conftest import CAIProducer
 
 # Modest and reproducible: the file runs in seconds, the same way each time.
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True,
@@ -32,16 +33,9 @@ POINTER = BACKING.ctypes.data
 CUDA_DEVICE = (2, 0)  # given explicitly: no GPU is needed to describe
 
 
-class CAIProducer:
-    def __init__(self, iface):
-        self.iface = iface
+class DictHost:
+    """A host producer whose __array_interface__ is the dict given."""
 
-    @property
-    def __cuda_array_interface__(self):
-        return self.iface
-
-
-class HostProducer:
     def __init__(self, iface):
         self.iface = iface
 
@@ -66,7 +60,7 @@ def calls(cuda):
 
 
 def producer_for(iface, cuda):
-    return CAIProducer(iface) if cuda else HostProducer(iface)
+    return CAIProducer(iface) if cuda else DictHost(iface)
 
 
 def expect_refusal(call, producer, expected, needle):
@@ -523,7 +517,7 @@ class FakeProducer:
 
 
 def fresh_capsule():
-    return caibridge.to_dlpack(HostProducer(valid_iface()),
+    return caibridge.to_dlpack(DictHost(valid_iface()),
                                max_version=(1, 3))
 
 

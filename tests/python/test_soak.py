@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 import caibridge
+from conftest import HostProducer
 
 N = int(os.environ.get("CAIBRIDGE_SOAK_N", "50000"))
 JAX_N = int(os.environ.get("CAIBRIDGE_SOAK_JAX_N", str(max(N // 10, 1000))))
@@ -45,18 +46,6 @@ def live_types():
 def settle():
     for _ in range(3):
         gc.collect()
-
-
-class Host:
-    """A host producer with only __array_interface__."""
-
-    def __init__(self, array):
-        self.array = array
-        self.iface = array.__array_interface__
-
-    @property
-    def __array_interface__(self):
-        return self.iface
 
 
 def soak(name, step, n, producer, warmup=10000):
@@ -98,7 +87,7 @@ def soak(name, step, n, producer, warmup=10000):
 @pytest.fixture(scope="module")
 def host():
     array = np.arange(12, dtype=np.float32).reshape(3, 4)
-    return Host(array)
+    return HostProducer(array)
 
 
 def test_as_dlpack_into_torch(host):
@@ -169,10 +158,8 @@ def test_unconsumed_capsules(host):
 
 
 def test_failed_conversions(host):
-    bad = Host(host.array)
-    bad.iface = dict(host.iface, version=7)
-    readonly = Host(host.array)
-    readonly.iface = dict(host.iface, data=(host.iface["data"][0], True))
+    bad = HostProducer(host.array, version=7)
+    readonly = HostProducer(host.array, data=(host.iface["data"][0], True))
     used = caibridge.to_dlpack(host, max_version=(1, 3))
     caibridge.from_dlpack(used)
 

@@ -21,21 +21,12 @@ import numpy as np
 import pytest
 
 import caibridge
+from conftest import HostProducer
 
 torch = pytest.importorskip("torch")
 
 THREADS = 8
 PER_THREAD = 3000
-
-
-class Host:
-    def __init__(self, array):
-        self.array = array
-        self.iface = array.__array_interface__
-
-    @property
-    def __array_interface__(self):
-        return self.iface
 
 
 def settle():
@@ -107,14 +98,14 @@ def test_concurrent_handovers():
     """8 threads hand the same producer and their own over and over, into
     torch and NumPy and back; every value is right, and afterwards every
     reference the hand-overs took is gone."""
-    shared = Host(np.arange(12, dtype=np.float32).reshape(3, 4))
+    shared = HostProducer(np.arange(12, dtype=np.float32).reshape(3, 4))
     start = threading.Barrier(THREADS)
     errors = []
     old = sys.getswitchinterval()
     sys.setswitchinterval(1e-5)  # switch threads as often as possible
 
     def work(k):
-        own = Host(np.full((2, 5), k, dtype=np.int64))
+        own = HostProducer(np.full((2, 5), k, dtype=np.int64))
         try:
             start.wait()
             for i in range(PER_THREAD):
@@ -151,7 +142,7 @@ def test_concurrent_handovers():
 def test_tensors_freed_on_other_threads():
     """One thread makes tensors, capsules and views; four others free them.
     The producer dies once the last one is gone."""
-    producer = Host(np.arange(6, dtype=np.float64))
+    producer = HostProducer(np.arange(6, dtype=np.float64))
     dead = weakref.ref(producer)
     made = queue.Queue(maxsize=256)
     count = 4000
@@ -199,7 +190,7 @@ def test_tensors_freed_on_other_threads():
 def test_deleter_on_native_thread(versioned):
     """A deleter run by a thread with no Python thread state takes the GIL
     itself and drops the owner's reference exactly once."""
-    producer = Host(np.arange(4, dtype=np.int32))
+    producer = HostProducer(np.arange(4, dtype=np.int32))
     settle()
     before = sys.getrefcount(producer)
     capsule = caibridge.to_dlpack(producer,
@@ -215,7 +206,7 @@ def test_deleter_on_native_thread(versioned):
 def test_many_deleters_on_native_threads_while_python_runs():
     """Deleters on 8 native threads at once, while Python threads keep the
     GIL busy with hand-overs of the same producer."""
-    producer = Host(np.arange(8, dtype=np.float32))
+    producer = HostProducer(np.arange(8, dtype=np.float32))
     settle()
     before = sys.getrefcount(producer)
     taken = [take_tensor(caibridge.to_dlpack(producer, max_version=(1, 3)))
@@ -249,9 +240,10 @@ EXIT_SCRIPT = textwrap.dedent("""
     import caibridge
 
     sys.path.insert(0, sys.argv[1])
-    from test_threads import Host, take_tensor, start_native
+    from conftest import HostProducer
+    from test_threads import take_tensor, start_native
 
-    producer = Host(np.arange(12, dtype=np.float32))
+    producer = HostProducer(np.arange(12, dtype=np.float32))
     # Left alive at exit, each kind of owner.
     kept = [torch.from_dlpack(caibridge.as_dlpack(producer)),
             caibridge.to_dlpack(producer, max_version=(1, 3)),
