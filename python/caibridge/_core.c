@@ -83,6 +83,22 @@ static int is_cuda_device(int32_t type)
 /* ------------------------------------------------------------------ */
 /* Ownership: the release callbacks handed to the core                 */
 
+/* 1 when this thread holds the GIL through its own (GILState) thread state. */
+static inline int gil_held_here(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    /* The current thread state is per thread: set only while attached. */
+    return PyThreadState_GetUnchecked() != NULL;
+#elif PY_VERSION_HEX >= 0x030C0000
+    return _PyThreadState_UncheckedGet() != NULL;
+#else
+    /* Before 3.12 the current thread state is global (the GIL holder's). */
+    PyThreadState *t = _PyThreadState_UncheckedGet();
+
+    return t != NULL && t == PyGILState_GetThisThreadState();
+#endif
+}
+
 /*
  * Drops the reference a tensor held on its Python owner.  A deleter may run
  * on any thread, and after interpreter shutdown has begun; then the
@@ -94,36 +110,61 @@ static void release_pyobject(void *owner)
 
     if (!Py_IsInitialized() || cai_is_finalizing())
         return;
+    /* Most deleters run where the GIL is already held (a capsule or view
+     * dying): then Ensure/Release, a third of a hand-over, is not needed. */
+    if (gil_held_here()) {
+        Py_DECREF((PyObject *)owner);
+        return;
+    }
     gil = PyGILState_Ensure();
     Py_DECREF((PyObject *)owner);
     PyGILState_Release(gil);
 }
 
 /* Capsule destructors call the deleter only while the capsule is unused:
- * a consumer that took the tensor renamed the capsule. */
+ * a consumer that took the tensor renamed the capsule.  Our own name
+ * pointer is compared first, which spares a strcmp on the usual path; the
+ * pending exception is only saved when there is one. */
 static void legacy_capsule_destructor(PyObject *capsule)
 {
-    if (PyCapsule_IsValid(capsule, CAPSULE_LEGACY)) {
+    const char *name = PyCapsule_GetName(capsule);
+    DLManagedTensor *t;
+
+    if (name != CAPSULE_LEGACY &&
+        (name == NULL || strcmp(name, CAPSULE_LEGACY) != 0))
+        return;
+    t = PyCapsule_GetPointer(capsule, name);
+    if (t == NULL || t->deleter == NULL) /* never NULL: names matched */
+        return;
+    if (!PyErr_Occurred()) {
+        t->deleter(t);
+    } else {
         PyObject *type, *value, *tb;
-        DLManagedTensor *t = PyCapsule_GetPointer(capsule, CAPSULE_LEGACY);
 
         PyErr_Fetch(&type, &value, &tb);
-        if (t->deleter != NULL)
-            t->deleter(t);
+        t->deleter(t);
         PyErr_Restore(type, value, tb);
     }
 }
 
 static void versioned_capsule_destructor(PyObject *capsule)
 {
-    if (PyCapsule_IsValid(capsule, CAPSULE_VERSIONED)) {
+    const char *name = PyCapsule_GetName(capsule);
+    DLManagedTensorVersioned *t;
+
+    if (name != CAPSULE_VERSIONED &&
+        (name == NULL || strcmp(name, CAPSULE_VERSIONED) != 0))
+        return;
+    t = PyCapsule_GetPointer(capsule, name);
+    if (t == NULL || t->deleter == NULL)
+        return;
+    if (!PyErr_Occurred()) {
+        t->deleter(t);
+    } else {
         PyObject *type, *value, *tb;
-        DLManagedTensorVersioned *t =
-            PyCapsule_GetPointer(capsule, CAPSULE_VERSIONED);
 
         PyErr_Fetch(&type, &value, &tb);
-        if (t->deleter != NULL)
-            t->deleter(t);
+        t->deleter(t);
         PyErr_Restore(type, value, tb);
     }
 }
@@ -222,6 +263,39 @@ static int read_flag(PyObject *o, const char *name, int fallback)
 /* ------------------------------------------------------------------ */
 /* Reading the interface dict                                          */
 
+/* Reads an exact int of one or two digits without a call (nearly every
+ * size, stride and pointer); 0 when o needs the general path. */
+static inline int small_int(PyObject *o, int64_t *out)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    if (PyLong_CheckExact(o) && PyUnstable_Long_IsCompact((PyLongObject *)o)) {
+        *out = (int64_t)PyUnstable_Long_CompactValue((PyLongObject *)o);
+        return 1;
+    }
+#else
+    if (PyLong_CheckExact(o)) {
+        const digit *d = ((PyLongObject *)o)->ob_digit;
+        Py_ssize_t size = Py_SIZE(o);
+
+        if (size == 1 || size == 0) {
+            *out = size == 0 ? 0 : (int64_t)d[0];
+            return 1;
+        }
+        if (size == -1) {
+            *out = -(int64_t)d[0];
+            return 1;
+        }
+#if PyLong_SHIFT * 2 < 63
+        if (size == 2) {
+            *out = (int64_t)d[0] | ((int64_t)d[1] << PyLong_SHIFT);
+            return 1;
+        }
+#endif
+    }
+#endif
+    return 0;
+}
+
 /* One integer of the descriptor.  index < 0 means a scalar field. */
 static int read_int64(PyObject *o, const char *field, Py_ssize_t index,
                       int64_t *out)
@@ -229,6 +303,8 @@ static int read_int64(PyObject *o, const char *field, Py_ssize_t index,
     int overflow;
     long long v;
 
+    if (small_int(o, out))
+        return 0;
     if (!PyLong_CheckExact(o)) {
         /* bool is an int, but True is no size, stride or pointer. */
         if (!PyIndex_Check(o) || PyBool_Check(o))
@@ -283,7 +359,8 @@ static Py_ssize_t read_int_tuple(PyObject *o, const char *field, int64_t *out)
         return -1;
     }
     for (i = 0; i < n; i++) {
-        if (read_int64(PyTuple_GET_ITEM(o, i), field, i, &out[i]) != 0)
+        if (!small_int(PyTuple_GET_ITEM(o, i), &out[i]) &&
+            read_int64(PyTuple_GET_ITEM(o, i), field, i, &out[i]) != 0)
             return -1;
     }
     return n;
@@ -304,6 +381,38 @@ static PyObject **const entry_keys[F_COUNT] = {
     &s_data, &s_offset};
 static Py_hash_t entry_hashes[F_COUNT];
 
+/* Our interned keys by address: key_slot[(address >> key_shift) & mask] is
+ * the entry a key pointer may be (F_COUNT: none), chosen at import so that
+ * no two keys share a slot.  Any other key takes the compare path. */
+#define KEY_SLOT_MASK 63
+static unsigned char key_slot[KEY_SLOT_MASK + 1];
+static unsigned key_shift;
+
+static void index_entry_keys(void)
+{
+    unsigned shift;
+    int j;
+
+    for (shift = 3; shift < 24; shift++) {
+        memset(key_slot, F_COUNT, sizeof key_slot);
+        for (j = 0; j < F_COUNT; j++) {
+            unsigned char *slot =
+                &key_slot[((uintptr_t)*entry_keys[j] >> shift) & KEY_SLOT_MASK];
+
+            if (*slot != F_COUNT)
+                break;
+            *slot = (unsigned char)j;
+        }
+        if (j == F_COUNT) {
+            key_shift = shift;
+            return;
+        }
+    }
+    /* No shift separates them: every key takes the compare path. */
+    memset(key_slot, F_COUNT, sizeof key_slot);
+    key_shift = 0;
+}
+
 /*
  * Takes a strong reference to each entry caibridge reads (NULL when absent)
  * in one walk over the dict, which runs no Python code: reading an entry
@@ -321,10 +430,10 @@ static int collect_entries(PyObject *iface, PyObject *entries[F_COUNT])
     while (PyDict_Next(iface, &pos, &key, &value)) {
         Py_hash_t hash;
 
-        for (j = 0; j < F_COUNT; j++) {
-            if (key == *entry_keys[j])
-                goto found;
-        }
+        /* Keys written as literals are our interned strings themselves. */
+        j = key_slot[((uintptr_t)key >> key_shift) & KEY_SLOT_MASK];
+        if (j < F_COUNT && key == *entry_keys[j])
+            goto found;
         if (!PyUnicode_CheckExact(key))
             goto slow; /* a key type whose equality may run Python code */
         hash = PyObject_Hash(key); /* cached in the str */
@@ -497,7 +606,7 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
         missing(name, s_version);
         goto fail;
     }
-    if (read_int64(o, "version", -1, &v) != 0)
+    if (!small_int(o, &v) && read_int64(o, "version", -1, &v) != 0)
         goto fail;
     if (v < 0 || v > 3) {
         PyErr_Format(PyExc_ValueError,
@@ -576,7 +685,10 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
         }
 #if ULONG_MAX >= UINTPTR_MAX
         /* Faster than the long long variant for multi-digit ints (3.11). */
-        p = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(o, 0));
+        if (small_int(PyTuple_GET_ITEM(o, 0), &v) && v >= 0)
+            p = (unsigned long long)v;
+        else
+            p = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(o, 0));
 #else
         p = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(o, 0));
 #endif
@@ -599,7 +711,9 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
                          Py_TYPE(ro)->tp_name);
             goto fail;
         }
-        if ((flag = PyObject_IsTrue(ro)) < 0)
+        if (ro == Py_False || ro == Py_True)
+            flag = ro == Py_True;
+        else if ((flag = PyObject_IsTrue(ro)) < 0)
             goto fail;
         d->data = (void *)(uintptr_t)p;
         d->readonly = flag;
@@ -830,10 +944,10 @@ static int read_stream(PyObject *o, int *given, intptr_t *out)
 static int check_stream(const cai_desc_t *d, PyObject *arg,
                         intptr_t *consumer)
 {
-    int given;
-    intptr_t s;
+    int given = 0;
+    intptr_t s = 0;
 
-    if (read_stream(arg, &given, &s) != 0)
+    if (arg != NULL && arg != Py_None && read_stream(arg, &given, &s) != 0)
         return -1;
     if (d->device.device_type == kDLCPU) {
         if (given && s != CAI_STREAM_NO_SYNC) {
@@ -2024,6 +2138,7 @@ static int intern_all(void)
         if ((entry_hashes[i] = PyObject_Hash(*entry_keys[i])) == -1)
             return -1;
     }
+    index_entry_keys();
     max_version_ours = Py_BuildValue("(ii)", CAIBRIDGE_DLPACK_MAJOR,
                                      CAIBRIDGE_DLPACK_MINOR);
     return max_version_ours == NULL ? -1 : 0;
