@@ -4,33 +4,49 @@
 #include "internal.h"
 #include "desc.h"
 
-int cai_desc_check(const cai_desc_t *d, int64_t *elem_strides,
-                   cai_error_t *err)
+/* The first rule a descriptor's header breaks, as cai_desc_check reports it;
+ * kept out of line so the usual path stays short. */
+static int header_error(const cai_desc_t *d, cai_error_t *err)
 {
-    int64_t itemsize, count, lo = 0, hi = 0;
     char name[32];
-    int i;
 
-    if (CAI_UNLIKELY(d->version < 0 || d->version > 3))
+    if (d->version < 0 || d->version > 3)
         return cai_fail(err, CAI_EINVAL, "version",
                         "version = %d: CAI versions 0 to 3 are understood",
                         d->version);
-    if (CAI_UNLIKELY(d->ndim < 0 || d->ndim > CAI_MAX_NDIM))
+    if (d->ndim < 0 || d->ndim > CAI_MAX_NDIM)
         return cai_fail(err, CAI_EINVAL, "shape",
                         "shape has %d dimensions; at most %d are supported",
                         d->ndim, CAI_MAX_NDIM);
-    if (CAI_UNLIKELY(d->has_mask))
+    if (d->has_mask)
         return cai_fail(err, CAI_EUNSUPPORTED, "mask",
                         "mask is not None, and DLPack has no masked arrays");
-    if (CAI_UNLIKELY(d->has_stream && d->stream == 0))
+    if (d->has_stream && d->stream == 0)
         return cai_fail(err, CAI_EINVAL, "stream",
                         "stream = 0 is disallowed by CAI v3 (ambiguous between "
                         "None and the legacy default stream); use 1 or 2");
-    itemsize = cai_dtype_itemsize(d->dtype);
-    if (CAI_UNLIKELY(itemsize == 0))
-        return cai_fail(err, CAI_EUNSUPPORTED, "typestr",
-                        "type %s is not a whole number of bytes",
-                        cai_dtype_name(d->dtype, name));
+    return cai_fail(err, CAI_EUNSUPPORTED, "typestr",
+                    "type %s is not a whole number of bytes",
+                    cai_dtype_name(d->dtype, name));
+}
+
+int cai_desc_check(const cai_desc_t *d, int64_t *elem_strides,
+                   cai_error_t *err)
+{
+    int64_t itemsize, count = 1, lo = 0, hi = 0;
+    uint32_t bits = (uint32_t)d->dtype.bits * d->dtype.lanes;
+    char name[32];
+    int i, zero = 0, overflow = 0;
+
+    /* One test for the whole header; header_error says which rule broke. */
+    if (CAI_UNLIKELY((unsigned)d->version > 3 ||
+                     (unsigned)d->ndim > CAI_MAX_NDIM || d->has_mask ||
+                     (d->has_stream && d->stream == 0) || bits == 0 ||
+                     bits % 8 != 0))
+        return header_error(d, err);
+    itemsize = (int64_t)(bits / 8);
+    /* One pass: the first negative extent, and the element count (0 when
+     * any extent is 0, whatever the others multiply to). */
     for (i = 0; i < d->ndim; i++) {
         if (CAI_UNLIKELY(d->shape[i] < 0)) {
             snprintf(name, sizeof name, "shape[%d]", i);
@@ -38,8 +54,12 @@ int cai_desc_check(const cai_desc_t *d, int64_t *elem_strides,
                             "shape[%d] = %lld is negative", i,
                             (long long)d->shape[i]);
         }
+        zero |= d->shape[i] == 0;
+        overflow |= __builtin_mul_overflow(count, d->shape[i], &count);
     }
-    if (CAI_UNLIKELY(cai_element_count(d->ndim, d->shape, &count) != 0))
+    if (zero)
+        count = 0;
+    else if (CAI_UNLIKELY(overflow))
         return cai_fail(err, CAI_EINVAL, "shape",
                         "the number of elements overflows 64 bits");
     if (CAI_UNLIKELY(count > 0 && d->data == NULL))
