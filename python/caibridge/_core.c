@@ -341,8 +341,10 @@ wrong_type:
     return -1;
 }
 
-/* Reads a tuple of ints of at most CAI_MAX_NDIM entries; returns its length. */
-static Py_ssize_t read_int_tuple(PyObject *o, const char *field, int64_t *out)
+/* Reads a tuple of ints of at most CAI_MAX_NDIM entries; returns its length.
+ * Clears *pure unless it is an exact tuple of exact ints. */
+static Py_ssize_t read_int_tuple(PyObject *o, const char *field, int64_t *out,
+                                 int *pure)
 {
     Py_ssize_t i, n;
 
@@ -358,9 +360,16 @@ static Py_ssize_t read_int_tuple(PyObject *o, const char *field, int64_t *out)
                      field, n, CAI_MAX_NDIM);
         return -1;
     }
+    if (!PyTuple_CheckExact(o))
+        *pure = 0;
     for (i = 0; i < n; i++) {
-        if (!small_int(PyTuple_GET_ITEM(o, i), &out[i]) &&
-            read_int64(PyTuple_GET_ITEM(o, i), field, i, &out[i]) != 0)
+        PyObject *x = PyTuple_GET_ITEM(o, i);
+
+        if (small_int(x, &out[i]))
+            continue;
+        if (!PyLong_CheckExact(x))
+            *pure = 0;
+        if (read_int64(x, field, i, &out[i]) != 0)
             return -1;
     }
     return n;
@@ -418,6 +427,8 @@ static void index_entry_keys(void)
  * in one walk over the dict, which runs no Python code: reading an entry
  * later may run __index__ that mutates the dict, so every entry is held
  * first.  A walk also beats one hash probe per key, absent keys included.
+ * Returns 0, or 1 when a key that is not an exact str made it fall back to
+ * look-ups (whose equality tests may run Python code), or -1 on error.
  */
 static int collect_entries(PyObject *iface, PyObject *entries[F_COUNT])
 {
@@ -460,7 +471,7 @@ slow:
             goto fail;
         entries[j] = Py_XNewRef(v);
     }
-    return 0;
+    return 1;
 
 fail:
     for (j = 0; j < F_COUNT; j++)
@@ -533,6 +544,76 @@ static int read_buffer_data(PyObject *obj, PyObject *source, cai_desc_t *d,
 }
 
 /*
+ * Producers that keep one interface dict and return it on every read skip
+ * the walk: the last dict read is remembered by its version tag (PEP 509),
+ * which CPython 3.11 and older give a fresh, never reused value on each
+ * creation and each change of any dict.  A dict is remembered only when
+ * every entry read was an exact str, int, tuple of ints, bool or None, which
+ * cannot change under an unchanged tag, and its data came as a pointer.
+ * Newer versions deprecate the tag (3.14 stops bumping it): none there.
+ */
+#if PY_VERSION_HEX < 0x030C0000
+#define CAI_DICT_CACHE 1
+#define CACHE_NDIM 8
+static struct {
+    uint64_t tag; /* 0: empty */
+    int is_cuda;
+    void *data;
+    int readonly, ndim, version, has_strides, has_stream;
+    intptr_t stream;
+    DLDataType dtype;
+    int64_t shape[CACHE_NDIM], strides[CACHE_NDIM];
+} desc_cache;
+
+static int desc_cache_get(PyObject *iface, int is_cuda, cai_desc_t *d)
+{
+    int i, n;
+
+    if (((PyDictObject *)iface)->ma_version_tag != desc_cache.tag ||
+        desc_cache.is_cuda != is_cuda || !PyDict_CheckExact(iface))
+        return 0;
+    n = d->ndim = desc_cache.ndim;
+    d->data = desc_cache.data;
+    d->readonly = desc_cache.readonly;
+    d->version = desc_cache.version;
+    d->has_strides = desc_cache.has_strides;
+    d->has_mask = 0;
+    d->has_stream = desc_cache.has_stream;
+    d->stream = desc_cache.stream;
+    d->dtype = desc_cache.dtype;
+    for (i = 0; i < n; i++)
+        d->shape[i] = desc_cache.shape[i];
+    if (d->has_strides)
+        for (i = 0; i < n; i++)
+            d->strides[i] = desc_cache.strides[i];
+    return 1;
+}
+
+static void desc_cache_put(PyObject *iface, int is_cuda, const cai_desc_t *d)
+{
+    int i;
+
+    desc_cache.tag = 0;
+    if (d->ndim > CACHE_NDIM || d->has_mask || !PyDict_CheckExact(iface))
+        return;
+    desc_cache.is_cuda = is_cuda;
+    desc_cache.data = d->data;
+    desc_cache.readonly = d->readonly;
+    desc_cache.ndim = d->ndim;
+    desc_cache.version = d->version;
+    desc_cache.has_strides = d->has_strides;
+    desc_cache.has_stream = d->has_stream;
+    desc_cache.stream = d->stream;
+    desc_cache.dtype = d->dtype;
+    for (i = 0; i < d->ndim; i++) {
+        desc_cache.shape[i] = d->shape[i];
+        desc_cache.strides[i] = d->has_strides ? d->strides[i] : 0;
+    }
+    desc_cache.tag = ((PyDictObject *)iface)->ma_version_tag;
+}
+#endif
+
+/*
  * Reads a CAI (is_cuda) or __array_interface__ dict into d.  When the data
  * came through the buffer protocol, *keep receives the object holding the
  * export; the caller owns it.  The device is left for the caller to fill.
@@ -546,7 +627,7 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
     cai_error_t err;
     int64_t v;
     Py_ssize_t n;
-    int j;
+    int j, pure;
 
     *keep = NULL;
     if (!PyDict_Check(iface)) {
@@ -554,8 +635,13 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
                      Py_TYPE(iface)->tp_name);
         return -1;
     }
-    if (collect_entries(iface, entries) != 0)
+#ifdef CAI_DICT_CACHE
+    if (desc_cache_get(iface, is_cuda, d))
+        return 0;
+#endif
+    if ((pure = collect_entries(iface, entries)) < 0)
         return -1;
+    pure = !pure; /* 1: keys all exact str; cleared by any impure entry */
 
     o = entries[F_SHAPE];
     entries[F_SHAPE] = NULL;
@@ -563,7 +649,7 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
         missing(name, s_shape);
         goto fail;
     }
-    if ((n = read_int_tuple(o, "shape", d->shape)) < 0)
+    if ((n = read_int_tuple(o, "shape", d->shape, &pure)) < 0)
         goto fail;
     d->ndim = (int)n;
     Py_CLEAR(o);
@@ -583,6 +669,8 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
                          Py_TYPE(o)->tp_name);
             goto fail;
         }
+        if (!PyUnicode_CheckExact(o))
+            pure = 0;
         if (o == last_typestr) {
             d->dtype = last_dtype;
         } else {
@@ -606,6 +694,8 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
         missing(name, s_version);
         goto fail;
     }
+    if (!PyLong_CheckExact(o))
+        pure = 0;
     if (!small_int(o, &v) && read_int64(o, "version", -1, &v) != 0)
         goto fail;
     if (v < 0 || v > 3) {
@@ -621,7 +711,7 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
     o = entries[F_STRIDES];
     entries[F_STRIDES] = NULL;
     if (o != NULL && o != Py_None) {
-        if ((n = read_int_tuple(o, "strides", d->strides)) < 0)
+        if ((n = read_int_tuple(o, "strides", d->strides, &pure)) < 0)
             goto fail;
         if (n != d->ndim) {
             PyErr_Format(PyExc_ValueError,
@@ -636,6 +726,8 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
     o = entries[F_MASK];
     entries[F_MASK] = NULL;
     d->has_mask = o != NULL && o != Py_None;
+    if (d->has_mask)
+        pure = 0;
     Py_CLEAR(o);
 
     d->has_stream = 0;
@@ -644,6 +736,8 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
         o = entries[F_STREAM];
         entries[F_STREAM] = NULL;
         if (o != NULL && o != Py_None) {
+            if (!PyLong_CheckExact(o))
+                pure = 0;
             if (read_int64(o, "stream", -1, &v) != 0)
                 goto fail;
             if (v < 0 || v > INTPTR_MAX) {
@@ -711,10 +805,17 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
                          Py_TYPE(ro)->tp_name);
             goto fail;
         }
-        if (ro == Py_False || ro == Py_True)
+        if (!PyTuple_CheckExact(o) ||
+            !PyLong_CheckExact(PyTuple_GET_ITEM(o, 0)))
+            pure = 0;
+        if (ro == Py_False || ro == Py_True) {
             flag = ro == Py_True;
-        else if ((flag = PyObject_IsTrue(ro)) < 0)
-            goto fail;
+        } else {
+            if (!PyLong_CheckExact(ro))
+                pure = 0; /* an int subclass may define __bool__ */
+            if ((flag = PyObject_IsTrue(ro)) < 0)
+                goto fail;
+        }
         d->data = (void *)(uintptr_t)p;
         d->readonly = flag;
     } else if (is_cuda) {
@@ -731,6 +832,8 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
         o = entries[F_OFFSET];
         entries[F_OFFSET] = NULL;
         if (o != NULL && o != Py_None) {
+            if (!PyLong_CheckExact(o))
+                pure = 0;
             if (read_int64(o, "offset", -1, &v) != 0)
                 goto fail;
             if (v < 0) {
@@ -745,6 +848,12 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
     }
     for (j = 0; j < F_COUNT; j++)
         Py_XDECREF(entries[j]); /* entries a CAI does not have */
+#ifdef CAI_DICT_CACHE
+    if (pure && *keep == NULL)
+        desc_cache_put(iface, is_cuda, d);
+#else
+    (void)pure;
+#endif
     return 0;
 
 fail:

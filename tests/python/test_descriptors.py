@@ -153,6 +153,39 @@ def test_host_offset():
         caibridge.as_dlpack(HostProducer(array, offset="4"))
 
 
+def test_same_dict_changed_between_reads():
+    """A producer that returns one dict and changes it in place: every read
+    sees the dict as it is now (caibridge remembers the last dict read)."""
+    a = filled((4, 6), "float32")
+    b = filled((6, 4), "int16")
+    p = HostProducer(a)
+    iface = p.iface
+    assert np.from_dlpack(caibridge.as_dlpack(p)).tolist() == a.tolist()
+    iface["data"] = (b.ctypes.data, False)
+    iface["typestr"] = b.dtype.str
+    iface["shape"] = b.shape
+    assert np.from_dlpack(caibridge.as_dlpack(p)).tolist() == b.tolist()
+    iface["strides"] = (2, 8)  # b transposed
+    iface["shape"] = (4, 6)
+    assert (np.from_dlpack(caibridge.as_dlpack(p)).tolist() ==
+            b.T.tolist())
+    iface["shape"] = (4, -6)
+    with pytest.raises(ValueError, match=r"shape\[1\]"):
+        caibridge.to_dlpack(p)
+    with pytest.raises(ValueError, match=r"shape\[1\]"):
+        caibridge.to_dlpack(p)
+    iface["shape"] = (4, 6)
+    iface["mask"] = True
+    with pytest.raises(BufferError, match="mask"):
+        caibridge.to_dlpack(p)
+    del iface["mask"]
+    cai = CAIProducer(dict(cai_of(a)))
+    assert caibridge.to_dlpack(cai, device=(2, 0)) is not None
+    cai.iface["stream"] = 0
+    with pytest.raises(ValueError, match="stream"):
+        caibridge.to_dlpack(cai, device=(2, 0))
+
+
 def test_host_data_of_wrong_type():
     with pytest.raises(TypeError, match="data must be"):
         caibridge.as_dlpack(HostProducer(np.zeros(2), data=3.5))
