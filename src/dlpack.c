@@ -160,6 +160,76 @@ fail:
     return rc;
 }
 
+int cai_tensor_new(const DLTensor *src, int readonly, int versioned,
+                   unsigned options, void *owner, cai_release_fn release,
+                   void **out, cai_error_t *err)
+{
+    size_t n = (size_t)src->ndim;
+    DLTensor *t;
+    int64_t *dims;
+    size_t i;
+    int rc;
+
+    *out = NULL;
+    if (versioned) {
+        versioned_block *b = malloc(sizeof *b + 2 * n * sizeof(int64_t));
+
+        if (CAI_UNLIKELY(b == NULL))
+            goto nomem;
+        b->tensor.version.major = CAIBRIDGE_DLPACK_MAJOR;
+        b->tensor.version.minor = CAIBRIDGE_DLPACK_MINOR;
+        b->tensor.manager_ctx = owner;
+        b->tensor.deleter = versioned_deleter;
+        b->tensor.flags = (readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : 0) |
+                          ((options & CAI_OPT_IS_COPIED)
+                               ? DLPACK_FLAG_BITMASK_IS_COPIED : 0);
+        b->release = release;
+        t = &b->tensor.dl_tensor;
+        dims = b->dims;
+        *out = &b->tensor;
+    } else {
+        legacy_block *b;
+
+        if (CAI_UNLIKELY(readonly &&
+                         !(options & CAI_OPT_LEGACY_READONLY_OK))) {
+            rc = cai_fail(err, CAI_EREADONLY, "data",
+                          "the data is read-only and a legacy DLPack tensor "
+                          "cannot say so; ask for a versioned tensor or opt "
+                          "in to exporting read-only data as writable");
+            goto fail;
+        }
+        b = malloc(sizeof *b + 2 * n * sizeof(int64_t));
+        if (CAI_UNLIKELY(b == NULL))
+            goto nomem;
+        b->tensor.manager_ctx = owner;
+        b->tensor.deleter = legacy_deleter;
+        b->release = release;
+        t = &b->tensor.dl_tensor;
+        dims = b->dims;
+        *out = &b->tensor;
+    }
+    for (i = 0; i < n; i++) {
+        dims[i] = src->shape[i];
+        dims[n + i] = src->strides[i];
+    }
+    t->data = src->data;
+    t->device = src->device;
+    t->ndim = src->ndim;
+    t->dtype = src->dtype;
+    t->shape = n > 0 ? dims : NULL;
+    t->strides = n > 0 ? dims + n : NULL;
+    t->byte_offset = 0;
+    return 0;
+
+nomem:
+    rc = cai_fail(err, CAI_ENOMEM, "", "cannot allocate a tensor of %d "
+                  "dimensions", src->ndim);
+fail:
+    if (release != NULL)
+        release(owner);
+    return rc;
+}
+
 int cai_desc_from_dltensor(const DLTensor *t, cai_desc_t *out,
                            cai_error_t *err)
 {
