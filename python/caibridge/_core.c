@@ -16,6 +16,8 @@
 #include <string.h>
 
 #include "caibridge.h"
+/* The core's private fast path: a tensor from an already checked layout. */
+#include "../../src/desc.h"
 
 #if PY_VERSION_HEX >= 0x030D0000
 #define cai_lookup_attr PyObject_GetOptionalAttr
@@ -200,6 +202,28 @@ static PyObject *desc_to_capsule(const cai_desc_t *desc, int versioned,
     return capsule;
 }
 
+/* Wraps a tensor from cai_tensor_new in a capsule, or deletes it. */
+static PyObject *tensor_capsule(void *tensor, int versioned)
+{
+    PyObject *capsule;
+
+    if (versioned) {
+        DLManagedTensorVersioned *t = tensor;
+
+        capsule = PyCapsule_New(t, CAPSULE_VERSIONED,
+                                versioned_capsule_destructor);
+        if (capsule == NULL)
+            t->deleter(t);
+    } else {
+        DLManagedTensor *t = tensor;
+
+        capsule = PyCapsule_New(t, CAPSULE_LEGACY, legacy_capsule_destructor);
+        if (capsule == NULL)
+            t->deleter(t);
+    }
+    return capsule;
+}
+
 /* ------------------------------------------------------------------ */
 /* Keyword arguments of the vectorcall entry points                    */
 
@@ -232,6 +256,31 @@ static int parse_keywords(const char *fname, PyObject *const *kwvalues,
     return 0;
 }
 
+/* parse_keywords inlined for the usual call: every name one of ours by
+ * identity (the interpreter passes interned names); else the full parse. */
+static inline int match_keywords(const char *fname, PyObject *const *kwvalues,
+                                 PyObject *kwnames, PyObject **const names[],
+                                 PyObject **values, int count)
+{
+    Py_ssize_t i, n;
+
+    if (kwnames == NULL)
+        return 0;
+    n = PyTuple_GET_SIZE(kwnames);
+    for (i = 0; i < n; i++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, i);
+        int j;
+
+        for (j = 0; j < count && key != *names[j]; j++)
+            ;
+        if (j == count)
+            return parse_keywords(fname, kwvalues, kwnames, names, values,
+                                  count);
+        values[j] = kwvalues[i];
+    }
+    return 0;
+}
+
 static int check_positional(const char *fname, Py_ssize_t nargs,
                             Py_ssize_t expected)
 {
@@ -244,7 +293,7 @@ static int check_positional(const char *fname, Py_ssize_t nargs,
 }
 
 /* A keyword flag: bool or int (truth value), NULL meaning the default. */
-static int read_flag(PyObject *o, const char *name, int fallback)
+static inline int read_flag(PyObject *o, const char *name, int fallback)
 {
     if (o == NULL)
         return fallback;
@@ -562,8 +611,37 @@ static struct {
     int readonly, ndim, version, has_strides, has_stream;
     intptr_t stream;
     DLDataType dtype;
-    int64_t shape[CACHE_NDIM], strides[CACHE_NDIM];
+    int checked; /* cai_desc_check passed; elem holds its strides */
+    int64_t shape[CACHE_NDIM], strides[CACHE_NDIM], elem[CACHE_NDIM];
 } desc_cache;
+
+/*
+ * read_desc gives the tag under which it remembered the descriptor (0: not
+ * remembered).  Python code run since (an __index__, a nested call) may
+ * have replaced the entry, so the tag is compared again at each use.
+ */
+
+/* The element strides of the descriptor remembered under tag when it passed
+ * cai_desc_check before (the check need not run again), else NULL.  Valid
+ * until Python code runs. */
+static int64_t *desc_cache_checked(uint64_t tag)
+{
+    return tag != 0 && tag == desc_cache.tag && desc_cache.checked
+               ? desc_cache.elem
+               : NULL;
+}
+
+/* Records that the descriptor remembered under tag passed cai_desc_check. */
+static void desc_cache_set_checked(uint64_t tag, const int64_t *elem)
+{
+    int i;
+
+    if (tag == 0 || tag != desc_cache.tag)
+        return;
+    for (i = 0; i < desc_cache.ndim; i++)
+        desc_cache.elem[i] = elem[i];
+    desc_cache.checked = 1;
+}
 
 static int desc_cache_get(PyObject *iface, int is_cuda, cai_desc_t *d)
 {
@@ -594,6 +672,7 @@ static void desc_cache_put(PyObject *iface, int is_cuda, const cai_desc_t *d)
     int i;
 
     desc_cache.tag = 0;
+    desc_cache.checked = 0;
     if (d->ndim > CACHE_NDIM || d->has_mask || !PyDict_CheckExact(iface))
         return;
     desc_cache.is_cuda = is_cuda;
@@ -611,15 +690,28 @@ static void desc_cache_put(PyObject *iface, int is_cuda, const cai_desc_t *d)
     }
     desc_cache.tag = ((PyDictObject *)iface)->ma_version_tag;
 }
+#else
+static int64_t *desc_cache_checked(uint64_t tag)
+{
+    (void)tag;
+    return NULL;
+}
+
+static void desc_cache_set_checked(uint64_t tag, const int64_t *elem)
+{
+    (void)tag;
+    (void)elem;
+}
 #endif
 
 /*
  * Reads a CAI (is_cuda) or __array_interface__ dict into d.  When the data
  * came through the buffer protocol, *keep receives the object holding the
  * export; the caller owns it.  The device is left for the caller to fill.
+ * *tag is the tag the descriptor is remembered under, or 0.
  */
 static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
-                     cai_desc_t *d, PyObject **keep)
+                     cai_desc_t *d, PyObject **keep, uint64_t *tag)
 {
     const char *name = is_cuda ? "__cuda_array_interface__"
                                : "__array_interface__";
@@ -630,14 +722,17 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
     int j, pure;
 
     *keep = NULL;
+    *tag = 0;
     if (!PyDict_Check(iface)) {
         PyErr_Format(PyExc_TypeError, "%s must be a dict, got %.100s", name,
                      Py_TYPE(iface)->tp_name);
         return -1;
     }
 #ifdef CAI_DICT_CACHE
-    if (desc_cache_get(iface, is_cuda, d))
+    if (desc_cache_get(iface, is_cuda, d)) {
+        *tag = desc_cache.tag;
         return 0;
+    }
 #endif
     if ((pure = collect_entries(iface, entries)) < 0)
         return -1;
@@ -849,8 +944,10 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
     for (j = 0; j < F_COUNT; j++)
         Py_XDECREF(entries[j]); /* entries a CAI does not have */
 #ifdef CAI_DICT_CACHE
-    if (pure && *keep == NULL)
+    if (pure && *keep == NULL) {
         desc_cache_put(iface, is_cuda, d);
+        *tag = desc_cache.tag;
+    }
 #else
     (void)pure;
 #endif
@@ -933,10 +1030,10 @@ static int read_device(PyObject *o, const char *what, DLDevice *out)
  * Everything as_dlpack and to_dlpack share: reads obj's interface into d,
  * then validates it and fills its device (given, kDLCPU for host arrays, or
  * looked up from the pointer).  validate = 0 leaves the checks to the
- * conversion that follows.  *keep as in read_desc.
+ * conversion that follows.  *keep and *tag as in read_desc.
  */
 static int describe(PyObject *obj, PyObject *device, int validate,
-                    cai_desc_t *d, PyObject **keep)
+                    cai_desc_t *d, PyObject **keep, uint64_t *tag)
 {
     PyObject *iface;
     cai_error_t err;
@@ -955,7 +1052,7 @@ static int describe(PyObject *obj, PyObject *device, int validate,
             return -1;
         }
     }
-    rc = read_desc(obj, iface, is_cuda, d, keep);
+    rc = read_desc(obj, iface, is_cuda, d, keep, tag);
     Py_DECREF(iface);
     if (rc != 0)
         return -1;
@@ -970,9 +1067,15 @@ static int describe(PyObject *obj, PyObject *device, int validate,
         validate = 1;
     }
     if (validate || *keep != NULL) {
-        if (cai_desc_validate(d, &err) != 0) {
-            raise_status(&err);
-            goto fail;
+        int64_t elem[CAI_MAX_NDIM];
+
+        /* A remembered descriptor that passed before passes again. */
+        if (desc_cache_checked(*tag) == NULL) {
+            if (cai_desc_check(d, elem, &err) != 0) {
+                raise_status(&err);
+                goto fail;
+            }
+            desc_cache_set_checked(*tag, elem);
         }
         if (*keep != NULL && check_buffer_bounds(d, *keep) != 0)
             goto fail;
@@ -1247,6 +1350,43 @@ static void view_to_desc(const DLPackViewObject *v, cai_desc_t *d)
         memcpy(d->strides, VIEW_STRIDES(v), (size_t)v->ndim * sizeof(int64_t));
 }
 
+/* The fields of view_to_desc that stream ordering reads; no extents. */
+static void view_to_header(const DLPackViewObject *v, cai_desc_t *d)
+{
+    d->data = v->data;
+    d->readonly = v->readonly;
+    d->ndim = v->ndim;
+    d->version = v->version;
+    d->has_strides = v->has_strides;
+    d->has_mask = 0;
+    d->has_stream = v->has_stream;
+    d->stream = v->stream;
+    d->dtype = v->dtype;
+    d->device = v->device;
+}
+
+/*
+ * A tensor viewing v's data, holding a reference to v (taken here).  The
+ * view was checked when made and keeps its element strides, so the core
+ * builds the tensor without checking it again.
+ */
+static int view_tensor(DLPackViewObject *v, int versioned, unsigned options,
+                       void **out, cai_error_t *err)
+{
+    DLTensor t;
+
+    t.data = v->data;
+    t.device = v->device;
+    t.ndim = v->ndim;
+    t.dtype = v->dtype;
+    t.shape = VIEW_SHAPE(v);
+    t.strides = VIEW_ELEMENT_STRIDES(v);
+    t.byte_offset = 0;
+    Py_INCREF(v);
+    return cai_tensor_new(&t, v->readonly, versioned, options, v,
+                          release_pyobject, out, err);
+}
+
 /* A view of a validated descriptor; takes keep (may be NULL). */
 static PyObject *view_new(PyObject *obj, const cai_desc_t *d, PyObject *keep,
                           int sync, int readonly_legacy_ok)
@@ -1287,14 +1427,19 @@ static PyObject *view_new(PyObject *obj, const cai_desc_t *d, PyObject *keep,
             return raise_status(&err);
         }
     } else {
-        int64_t step = 1, itemsize = cai_dtype_itemsize(d->dtype);
+        int64_t step = 1, bstep = 1, itemsize = cai_dtype_itemsize(d->dtype);
 
+        /* The element strides saturate as cai_desc_check's do (they are
+         * handed out as they are); only zero-size arrays ever saturate. */
         for (i = d->ndim - 1; i >= 0; i--) {
             elem[i] = step;
-            VIEW_STRIDES(v)[i] = step * itemsize;
-            if (d->shape[i] > 1 &&
-                __builtin_mul_overflow(step, d->shape[i], &step))
-                step = INT64_MAX / (itemsize > 0 ? itemsize : 1);
+            VIEW_STRIDES(v)[i] = bstep * itemsize;
+            if (d->shape[i] > 1) {
+                if (__builtin_mul_overflow(step, d->shape[i], &step))
+                    step = INT64_MAX;
+                if (__builtin_mul_overflow(bstep, d->shape[i], &bstep))
+                    bstep = INT64_MAX / (itemsize > 0 ? itemsize : 1);
+            }
         }
     }
     PyObject_GC_Track(v);
@@ -1331,8 +1476,10 @@ static PyObject *view_export(DLPackViewObject *v, PyObject *stream,
 {
     cai_desc_t d;
     intptr_t consumer;
+    cai_error_t err;
+    void *tensor;
 
-    view_to_desc(v, &d);
+    view_to_header(v, &d);
     if (check_stream(&d, stream, &consumer) != 0)
         return NULL;
     if (copy && d.device.device_type != kDLCPU) {
@@ -1346,13 +1493,15 @@ static PyObject *view_export(DLPackViewObject *v, PyObject *stream,
         return readonly_legacy_error();
     if (order_streams(&d, consumer, sync) != 0)
         return NULL;
-    if (copy)
+    if (copy) {
+        view_to_desc(v, &d);
         return copy_to_capsule(&d, versioned);
-    Py_INCREF(v);
-    return desc_to_capsule(&d, versioned,
-                           v->readonly_legacy_ok ? CAI_OPT_LEGACY_READONLY_OK
-                                                 : 0,
-                           v, release_pyobject);
+    }
+    if (view_tensor(v, versioned,
+                    v->readonly_legacy_ok ? CAI_OPT_LEGACY_READONLY_OK : 0,
+                    &tensor, &err) != 0)
+        return raise_status(&err);
+    return tensor_capsule(tensor, versioned);
 }
 
 static PyObject *view_dlpack(DLPackViewObject *v, PyObject *const *args,
@@ -1759,8 +1908,8 @@ static int xapi_managed_from_py(void *py_object,
 {
     PyObject *o = py_object;
     DLPackViewObject *v;
-    cai_desc_t d;
     cai_error_t err;
+    void *tensor;
 
     *out = NULL;
     if (Py_TYPE(o) != &DLPackView_Type) {
@@ -1770,13 +1919,11 @@ static int xapi_managed_from_py(void *py_object,
         return -1;
     }
     v = (DLPackViewObject *)o;
-    view_to_desc(v, &d);
-    Py_INCREF(v);
-    if (cai_desc_to_dlpack_versioned(&d, 0, v, release_pyobject, out, &err)
-        != 0) {
+    if (view_tensor(v, 1, 0, &tensor, &err) != 0) {
         raise_status(&err);
         return -1;
     }
+    *out = tensor;
     return 0;
 }
 
@@ -1875,6 +2022,7 @@ static PyObject *as_dlpack(PyObject *module, PyObject *const *args,
                                        &s_allow_readonly_legacy};
     PyObject *values[3] = {NULL, NULL, NULL}, *keep;
     cai_desc_t d;
+    uint64_t tag;
     int sync, ro_ok;
 
     if (check_positional("as_dlpack", nargs, 1) != 0 ||
@@ -1884,7 +2032,7 @@ static PyObject *as_dlpack(PyObject *module, PyObject *const *args,
     if ((sync = read_flag(values[1], "sync", 1)) < 0 ||
         (ro_ok = read_flag(values[2], "allow_readonly_legacy", 0)) < 0)
         return NULL;
-    if (describe(args[0], values[0], 1, &d, &keep) != 0)
+    if (describe(args[0], values[0], 1, &d, &keep, &tag) != 0)
         return NULL;
     return view_new(args[0], &d, keep, sync, ro_ok);
 }
@@ -1896,6 +2044,42 @@ PyDoc_STRVAR(to_dlpack_doc,
 "Like as_dlpack(obj, ...).__dlpack__(...), returning the capsule directly:\n"
 "'dltensor_versioned' when max_version asks for 1.x, else 'dltensor'.");
 
+/*
+ * The capsule for a descriptor describe() read: checked here unless it is
+ * remembered as checked (under tag), then built without a second check.
+ * The owner is consumed, as by the core's conversions.
+ */
+static PyObject *checked_capsule(cai_desc_t *d, uint64_t tag,
+                                 int versioned, unsigned options,
+                                 PyObject *owner)
+{
+    int64_t scratch[CAI_MAX_NDIM];
+    int64_t *elem = desc_cache_checked(tag);
+    cai_error_t err;
+    DLTensor t;
+    void *tensor;
+
+    if (elem == NULL) {
+        if (cai_desc_check(d, scratch, &err) != 0) {
+            Py_DECREF(owner);
+            return raise_status(&err);
+        }
+        desc_cache_set_checked(tag, scratch);
+        elem = scratch;
+    }
+    t.data = d->data;
+    t.device = d->device;
+    t.ndim = d->ndim;
+    t.dtype = d->dtype;
+    t.shape = d->shape;
+    t.strides = elem;
+    t.byte_offset = 0;
+    if (cai_tensor_new(&t, d->readonly, versioned, options, owner,
+                       release_pyobject, &tensor, &err) != 0)
+        return raise_status(&err);
+    return tensor_capsule(tensor, versioned);
+}
+
 static PyObject *to_dlpack(PyObject *module, PyObject *const *args,
                            Py_ssize_t nargs, PyObject *kwnames)
 {
@@ -1903,20 +2087,25 @@ static PyObject *to_dlpack(PyObject *module, PyObject *const *args,
                                        &s_sync, &s_allow_readonly_legacy};
     PyObject *values[5] = {NULL, NULL, NULL, NULL, NULL}, *keep, *owner;
     cai_desc_t d;
+    uint64_t tag;
     intptr_t consumer;
-    int versioned, sync, ro_ok;
+    int versioned, sync, ro_ok, streams;
 
     if (check_positional("to_dlpack", nargs, 1) != 0 ||
-        parse_keywords("to_dlpack", args + nargs, kwnames, names, values,
+        match_keywords("to_dlpack", args + nargs, kwnames, names, values,
                        5) != 0)
         return NULL;
     if ((versioned = wants_versioned(values[0])) < 0 ||
         (sync = read_flag(values[3], "sync", 1)) < 0 ||
         (ro_ok = read_flag(values[4], "allow_readonly_legacy", 0)) < 0)
         return NULL;
-    if (describe(args[0], values[1], 0, &d, &keep) != 0)
+    if (describe(args[0], values[1], 0, &d, &keep, &tag) != 0)
         return NULL;
-    if (check_stream(&d, values[2], &consumer) != 0)
+    /* No stream on either side: nothing to check (no error is possible
+     * without one) and nothing to order. */
+    streams = values[2] != NULL || d.has_stream;
+    consumer = CAI_STREAM_NO_SYNC;
+    if (streams && check_stream(&d, values[2], &consumer) != 0)
         goto fail;
     if (!versioned && d.readonly && !ro_ok) {
         readonly_legacy_error();
@@ -1931,7 +2120,7 @@ static PyObject *to_dlpack(PyObject *module, PyObject *const *args,
             goto fail;
         }
     }
-    if (order_streams(&d, consumer, sync) != 0)
+    if (streams && order_streams(&d, consumer, sync) != 0)
         goto fail;
     if (keep == NULL) {
         owner = Py_NewRef(args[0]);
@@ -1942,9 +2131,8 @@ static PyObject *to_dlpack(PyObject *module, PyObject *const *args,
         if (owner == NULL)
             return NULL;
     }
-    return desc_to_capsule(&d, versioned,
-                           ro_ok ? CAI_OPT_LEGACY_READONLY_OK : 0, owner,
-                           release_pyobject);
+    return checked_capsule(&d, tag, versioned,
+                           ro_ok ? CAI_OPT_LEGACY_READONLY_OK : 0, owner);
 
 fail:
     Py_XDECREF(keep);
@@ -2048,15 +2236,15 @@ static PyObject *from_dlpack(PyObject *module, PyObject *const *args,
         intptr_t consumer;
         DLManagedTensorVersioned *t;
         cai_error_t err;
+        void *tensor;
 
-        view_to_desc(v, &d);
+        view_to_header(v, &d);
         if (check_stream(&d, values[0], &consumer) != 0 ||
             order_streams(&d, consumer, v->sync) != 0)
             return NULL;
-        Py_INCREF(v);
-        if (cai_desc_to_dlpack_versioned(&d, 0, v, release_pyobject, &t,
-                                         &err) != 0)
+        if (view_tensor(v, 1, 0, &tensor, &err) != 0)
             return raise_status(&err);
+        t = tensor;
         if ((stream_obj = reported_stream(given, s)) == NULL) {
             t->deleter(t);
             return NULL;
