@@ -294,3 +294,46 @@ def test_tensors_alive_at_exit(run):
         f"exit {result.returncode}:\n{result.stderr[-3000:]}"
     assert "exiting" in result.stdout
     assert "Fatal Python error" not in result.stderr, result.stderr[-3000:]
+
+
+AFTER_FINALIZE_SCRIPT = textwrap.dedent("""
+    import ctypes, sys
+    import numpy as np
+    import caibridge
+
+    sys.path.insert(0, sys.argv[1])
+    from conftest import HostProducer
+    from test_threads import take_tensor
+
+    # exit() runs __cxa_atexit handlers, last registered first, after
+    # Py_FinalizeEx has returned: the interpreter is gone by then.
+    libc = ctypes.CDLL(None)
+    libc.__cxa_atexit.argtypes = [ctypes.c_void_p] * 3
+    libc.strdup.restype = ctypes.c_void_p
+    libc.strdup.argtypes = [ctypes.c_char_p]
+    puts = ctypes.cast(libc.puts, ctypes.c_void_p).value
+    # Runs after every deleter: its line proves they returned.
+    libc.__cxa_atexit(puts, libc.strdup(b"after the deleters"), None)
+
+    producer = HostProducer(np.arange(12, dtype=np.float32))
+    for capsule in (caibridge.to_dlpack(producer, max_version=(1, 3)),
+                    caibridge.to_dlpack(producer),
+                    caibridge.as_dlpack(producer).__dlpack__(
+                        max_version=(1, 3))):
+        tensor, deleter = take_tensor(capsule)
+        libc.__cxa_atexit(deleter, tensor, None)
+    print("exiting", flush=True)
+""")
+
+
+def test_deleter_after_finalization():
+    """Deleters called by exit() after the interpreter has been finalized
+    must free their tensor and leave Python alone."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    result = subprocess.run(
+        [sys.executable, "-c", AFTER_FINALIZE_SCRIPT, here],
+        capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, \
+        f"exit {result.returncode}:\n{result.stderr[-3000:]}"
+    assert result.stdout.split() == ["exiting", "after", "the", "deleters"], \
+        result.stdout + result.stderr[-3000:]
