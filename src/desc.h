@@ -21,4 +21,14 @@ int cai_tensor_new(const DLTensor *t, int readonly, int versioned,
                    unsigned options, void *owner, cai_release_fn release,
                    void **out, cai_error_t *err);
 
+/*
+ * For a capsule's owner that holds the GIL: frees the block of a tensor made
+ * by this library without calling its release, which is written to
+ * *release (may be NULL) with the owner to *owner, so the caller can drop
+ * the owner in place.  Returns -1, touching nothing, when the tensor's
+ * deleter is not ours (call its deleter instead).
+ */
+int cai_tensor_detach(void *tensor, int versioned, cai_release_fn *release,
+                      void **owner);
+
 #endif

@@ -230,6 +230,29 @@ fail:
     return rc;
 }
 
+int cai_tensor_detach(void *tensor, int versioned, cai_release_fn *release,
+                      void **owner)
+{
+    if (versioned) {
+        versioned_block *b = tensor;
+
+        if (b->tensor.deleter != versioned_deleter)
+            return -1;
+        *release = b->release;
+        *owner = b->tensor.manager_ctx;
+        free(b);
+    } else {
+        legacy_block *b = tensor;
+
+        if (b->tensor.deleter != legacy_deleter)
+            return -1;
+        *release = b->release;
+        *owner = b->tensor.manager_ctx;
+        free(b);
+    }
+    return 0;
+}
+
 int cai_desc_from_dltensor(const DLTensor *t, cai_desc_t *out,
                            cai_error_t *err)
 {
