@@ -1,4 +1,5 @@
 /* The DLPack side: descriptors to managed tensors and back. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -257,7 +258,7 @@ int cai_desc_from_dltensor(const DLTensor *t, cai_desc_t *out,
                            cai_error_t *err)
 {
     char typestr[CAI_TYPESTR_MAX];
-    int64_t itemsize;
+    int64_t itemsize, count;
     int rc, i;
 
     if (CAI_UNLIKELY(t->ndim < 0 || t->ndim > CAI_MAX_NDIM))
@@ -284,11 +285,29 @@ int cai_desc_from_dltensor(const DLTensor *t, cai_desc_t *out,
     for (i = 0; i < t->ndim; i++)
         out->shape[i] = t->shape[i];
     out->has_strides = 0;
-    if (t->strides != NULL && t->ndim > 0) {
-        rc = cai_strides_elements_to_bytes(t->ndim, t->strides, itemsize,
-                                           out->strides, err);
-        if (CAI_UNLIKELY(rc != 0))
-            return rc;
+    /* A zero-size array addresses nothing: it is C-contiguous whatever its
+     * strides say, so they are not converted (and cannot overflow). */
+    if (t->strides != NULL && t->ndim > 0 &&
+        !(cai_element_count(t->ndim, out->shape, &count) == 0 && count == 0)) {
+        for (i = 0; i < t->ndim; i++) {
+            if (!__builtin_mul_overflow(t->strides[i], itemsize,
+                                        &out->strides[i]))
+                continue;
+            /* An axis of length 1 never applies its stride. */
+            if (out->shape[i] <= 1) {
+                out->strides[i] = 0;
+                continue;
+            }
+            {
+                char field[32];
+
+                snprintf(field, sizeof field, "strides[%d]", i);
+                return cai_fail(err, CAI_EINVAL, field,
+                                "strides[%d] = %lld elements overflows 64 "
+                                "bits in bytes", i,
+                                (long long)t->strides[i]);
+            }
+        }
         /* CAI: strides None exactly when the layout is C-contiguous. */
         out->has_strides = !cai_is_c_contiguous(t->ndim, out->shape,
                                                 out->strides, itemsize);

@@ -395,6 +395,43 @@ static void test_zero_d_and_zero_size(void)
     is_int(CAI_EINVAL, cai_desc_from_dltensor(&t, &back, &err),
            "a DLTensor with data NULL and 10 elements is refused");
     is_string("data", err.field, "... naming data");
+
+    /* Found by the fuzzer: a zero-size array whose contiguous strides
+     * saturate must still come back. */
+    base(&d);
+    d.ndim = 3;
+    d.data = NULL;
+    d.shape[0] = 0;
+    d.shape[1] = (int64_t)1 << 40;
+    d.shape[2] = (int64_t)1 << 40;
+    is_int(0, cai_desc_to_dlpack_versioned(&d, 0, NULL, NULL, &v, &err),
+           "zero-size (0, 2^40, 2^40) converts");
+    is_int(0, v ? cai_desc_from_dlpack_versioned(v, &back, &err) : -99,
+           "zero-size (0, 2^40, 2^40) comes back: %s", err.message);
+    ok(!back.has_strides && back.shape[2] == d.shape[2],
+       "zero-size (0, 2^40, 2^40): same shape, strides None");
+    if (v)
+        v->deleter(v);
+
+    /* A length-1 axis never applies its stride, so one whose byte value
+     * would overflow is not a reason to refuse the tensor. */
+    {
+        int64_t shape1[2] = {1, 3}, strides1[2] = {INT64_MAX / 2, 2};
+
+        t.data = buffer;
+        t.byte_offset = 0;
+        t.shape = shape1;
+        t.strides = strides1;
+        is_int(0, cai_desc_from_dltensor(&t, &back, &err),
+               "a huge element stride on a length-1 axis is accepted: %s",
+               err.message);
+        ok(back.has_strides && back.strides[1] == 8,
+           "... and the other strides are kept (8 bytes)");
+        strides1[1] = INT64_MAX / 2;
+        is_int(CAI_EINVAL, cai_desc_from_dltensor(&t, &back, &err),
+               "the same stride on a length-3 axis is refused");
+        is_string("strides[1]", err.field, "... naming strides[1]");
+    }
 }
 
 static void test_from_dltensor(void)
@@ -765,7 +802,7 @@ static void test_round_trips(void)
 
 int main(void)
 {
-    plan(300);
+    plan(307);
     test_to_versioned();
     test_to_legacy();
     test_failures();
