@@ -123,52 +123,72 @@ static void release_pyobject(void *owner)
     PyGILState_Release(gil);
 }
 
-/* Capsule destructors call the deleter only while the capsule is unused:
- * a consumer that took the tensor renamed the capsule.  Our own name
- * pointer is compared first, which spares a strcmp on the usual path; the
- * pending exception is only saved when there is one. */
-static void legacy_capsule_destructor(PyObject *capsule)
+/*
+ * Capsule destructors delete the tensor only while the capsule is unused: a
+ * consumer that took the tensor renamed the capsule.  Our own name pointer
+ * is compared first, sparing a strcmp on the usual path, and the tensor is
+ * read from the context (set at creation), sparing GetPointer's.  A capsule
+ * dies with the GIL held, so a tensor owning a Python object drops it here
+ * instead of going through release_pyobject's thread-state checks.  The
+ * pending exception is saved only when there is one.
+ */
+static void delete_capsule_tensor(void *tensor, int versioned)
+{
+    cai_release_fn release;
+    void *owner;
+
+    if (cai_tensor_detach(tensor, versioned, &release, &owner) != 0) {
+        if (versioned) {
+            DLManagedTensorVersioned *t = tensor;
+
+            if (t->deleter != NULL)
+                t->deleter(t);
+        } else {
+            DLManagedTensor *t = tensor;
+
+            if (t->deleter != NULL)
+                t->deleter(t);
+        }
+    } else if (release == release_pyobject) {
+        if (!cai_is_finalizing()) /* as release_pyobject */
+            Py_DECREF((PyObject *)owner);
+    } else if (release != NULL) {
+        release(owner);
+    }
+}
+
+static void capsule_destructor(PyObject *capsule, const char *ours,
+                               int versioned)
 {
     const char *name = PyCapsule_GetName(capsule);
-    DLManagedTensor *t;
+    void *tensor;
 
-    if (name != CAPSULE_LEGACY &&
-        (name == NULL || strcmp(name, CAPSULE_LEGACY) != 0))
+    if (name != ours && (name == NULL || strcmp(name, ours) != 0))
         return;
-    t = PyCapsule_GetPointer(capsule, name);
-    if (t == NULL || t->deleter == NULL) /* never NULL: names matched */
+    tensor = PyCapsule_GetContext(capsule);
+    if (tensor == NULL) /* made elsewhere, e.g. by desc_to_capsule */
+        tensor = PyCapsule_GetPointer(capsule, name);
+    if (tensor == NULL)
         return;
     if (!PyErr_Occurred()) {
-        t->deleter(t);
+        delete_capsule_tensor(tensor, versioned);
     } else {
         PyObject *type, *value, *tb;
 
         PyErr_Fetch(&type, &value, &tb);
-        t->deleter(t);
+        delete_capsule_tensor(tensor, versioned);
         PyErr_Restore(type, value, tb);
     }
 }
 
+static void legacy_capsule_destructor(PyObject *capsule)
+{
+    capsule_destructor(capsule, CAPSULE_LEGACY, 0);
+}
+
 static void versioned_capsule_destructor(PyObject *capsule)
 {
-    const char *name = PyCapsule_GetName(capsule);
-    DLManagedTensorVersioned *t;
-
-    if (name != CAPSULE_VERSIONED &&
-        (name == NULL || strcmp(name, CAPSULE_VERSIONED) != 0))
-        return;
-    t = PyCapsule_GetPointer(capsule, name);
-    if (t == NULL || t->deleter == NULL)
-        return;
-    if (!PyErr_Occurred()) {
-        t->deleter(t);
-    } else {
-        PyObject *type, *value, *tb;
-
-        PyErr_Fetch(&type, &value, &tb);
-        t->deleter(t);
-        PyErr_Restore(type, value, tb);
-    }
+    capsule_destructor(capsule, CAPSULE_VERSIONED, 1);
 }
 
 /* Builds a tensor for desc and wraps it in a capsule.  The owner is
@@ -221,6 +241,10 @@ static PyObject *tensor_capsule(void *tensor, int versioned)
         if (capsule == NULL)
             t->deleter(t);
     }
+    /* The context is the capsule maker's: it names the tensor for our
+     * destructor, which then needs no name compare to read it. */
+    if (capsule != NULL)
+        (void)PyCapsule_SetContext(capsule, tensor);
     return capsule;
 }
 
@@ -645,12 +669,11 @@ static void desc_cache_set_checked(uint64_t tag, const int64_t *elem)
 
 static int desc_cache_get(PyObject *iface, int is_cuda, cai_desc_t *d)
 {
-    int i, n;
 
     if (((PyDictObject *)iface)->ma_version_tag != desc_cache.tag ||
         desc_cache.is_cuda != is_cuda || !PyDict_CheckExact(iface))
         return 0;
-    n = d->ndim = desc_cache.ndim;
+    d->ndim = desc_cache.ndim;
     d->data = desc_cache.data;
     d->readonly = desc_cache.readonly;
     d->version = desc_cache.version;
@@ -659,11 +682,10 @@ static int desc_cache_get(PyObject *iface, int is_cuda, cai_desc_t *d)
     d->has_stream = desc_cache.has_stream;
     d->stream = desc_cache.stream;
     d->dtype = desc_cache.dtype;
-    for (i = 0; i < n; i++)
-        d->shape[i] = desc_cache.shape[i];
+    /* Whole fixed-size arrays: a few wide moves, no loop. */
+    memcpy(d->shape, desc_cache.shape, sizeof desc_cache.shape);
     if (d->has_strides)
-        for (i = 0; i < n; i++)
-            d->strides[i] = desc_cache.strides[i];
+        memcpy(d->strides, desc_cache.strides, sizeof desc_cache.strides);
     return 1;
 }
 
@@ -1058,7 +1080,9 @@ static int describe(PyObject *obj, PyObject *device, int validate,
         return -1;
 
     if (device != NULL && device != Py_None) {
-        if (read_device(device, "device", &d->device) != 0)
+        if (device == last_device_obj) /* read_device's first test, inline */
+            d->device = last_device;
+        else if (read_device(device, "device", &d->device) != 0)
             goto fail;
     } else if (!is_cuda) {
         d->device.device_type = kDLCPU;
@@ -1330,6 +1354,7 @@ typedef struct {
 } DLPackViewObject;
 
 #define VIEW_SHAPE(v) ((v)->dims)
+/* Byte strides: set only when has_strides. */
 #define VIEW_STRIDES(v) ((v)->dims + (v)->ndim)
 #define VIEW_ELEMENT_STRIDES(v) ((v)->dims + 2 * (v)->ndim)
 
@@ -1387,11 +1412,13 @@ static int view_tensor(DLPackViewObject *v, int versioned, unsigned options,
                           release_pyobject, out, err);
 }
 
-/* A view of a validated descriptor; takes keep (may be NULL). */
+/* A view of a validated descriptor; takes keep (may be NULL).  tag as
+ * describe() gave it. */
 static PyObject *view_new(PyObject *obj, const cai_desc_t *d, PyObject *keep,
-                          int sync, int readonly_legacy_ok)
+                          int sync, int readonly_legacy_ok, uint64_t tag)
 {
     DLPackViewObject *v;
+    const int64_t *known;
     int64_t *elem;
     cai_error_t err;
     int i;
@@ -1416,10 +1443,22 @@ static PyObject *view_new(PyObject *obj, const cai_desc_t *d, PyObject *keep,
     v->stream = d->stream;
     v->sync = sync;
     v->readonly_legacy_ok = readonly_legacy_ok;
-    memcpy(VIEW_SHAPE(v), d->shape, (size_t)d->ndim * sizeof(int64_t));
+    /* Loops, not memcpy: a call costs more than a few extents. */
+    for (i = 0; i < d->ndim; i++)
+        VIEW_SHAPE(v)[i] = d->shape[i];
     elem = VIEW_ELEMENT_STRIDES(v);
-    if (d->has_strides) {
-        memcpy(VIEW_STRIDES(v), d->strides, (size_t)d->ndim * sizeof(int64_t));
+    /* Remembered as checked under tag (looked up after the allocation, which
+     * may run Python code): its element strides are the ones to keep. */
+    known = desc_cache_checked(tag);
+    if (known != NULL) {
+        for (i = 0; i < d->ndim; i++)
+            elem[i] = known[i];
+        if (d->has_strides)
+            for (i = 0; i < d->ndim; i++)
+                VIEW_STRIDES(v)[i] = d->strides[i];
+    } else if (d->has_strides) {
+        for (i = 0; i < d->ndim; i++)
+            VIEW_STRIDES(v)[i] = d->strides[i];
         if (cai_strides_bytes_to_elements(d->ndim, d->shape, d->strides,
                                           cai_dtype_itemsize(d->dtype), elem,
                                           &err) != 0) {
@@ -1427,19 +1466,17 @@ static PyObject *view_new(PyObject *obj, const cai_desc_t *d, PyObject *keep,
             return raise_status(&err);
         }
     } else {
-        int64_t step = 1, bstep = 1, itemsize = cai_dtype_itemsize(d->dtype);
+        int64_t step = 1;
 
         /* The element strides saturate as cai_desc_check's do (they are
-         * handed out as they are); only zero-size arrays ever saturate. */
+         * handed out as they are); only zero-size arrays ever saturate.
+         * The byte strides of a contiguous view are never read (it has
+         * none to report): left unset. */
         for (i = d->ndim - 1; i >= 0; i--) {
             elem[i] = step;
-            VIEW_STRIDES(v)[i] = bstep * itemsize;
-            if (d->shape[i] > 1) {
-                if (__builtin_mul_overflow(step, d->shape[i], &step))
-                    step = INT64_MAX;
-                if (__builtin_mul_overflow(bstep, d->shape[i], &bstep))
-                    bstep = INT64_MAX / (itemsize > 0 ? itemsize : 1);
-            }
+            if (d->shape[i] > 1 &&
+                __builtin_mul_overflow(step, d->shape[i], &step))
+                step = INT64_MAX;
         }
     }
     PyObject_GC_Track(v);
@@ -1475,23 +1512,28 @@ static PyObject *view_export(DLPackViewObject *v, PyObject *stream,
                              int versioned, int copy, int sync)
 {
     cai_desc_t d;
-    intptr_t consumer;
+    intptr_t consumer = CAI_STREAM_NO_SYNC;
     cai_error_t err;
     void *tensor;
+    /* No stream on either side: nothing to check (no error is possible
+     * without one) and nothing to order. */
+    int streams = (stream != NULL && stream != Py_None) || v->has_stream;
 
-    view_to_header(v, &d);
-    if (check_stream(&d, stream, &consumer) != 0)
-        return NULL;
-    if (copy && d.device.device_type != kDLCPU) {
+    if (streams) {
+        view_to_header(v, &d);
+        if (check_stream(&d, stream, &consumer) != 0)
+            return NULL;
+    }
+    if (copy && v->device.device_type != kDLCPU) {
         PyErr_Format(PyExc_BufferError,
                      "copy=True: a copy of device memory (device type %d) is "
                      "not supported; only host arrays are copied",
-                     (int)d.device.device_type);
+                     (int)v->device.device_type);
         return NULL;
     }
-    if (!copy && !versioned && d.readonly && !v->readonly_legacy_ok)
+    if (!copy && !versioned && v->readonly && !v->readonly_legacy_ok)
         return readonly_legacy_error();
-    if (order_streams(&d, consumer, sync) != 0)
+    if (streams && order_streams(&d, consumer, sync) != 0)
         return NULL;
     if (copy) {
         view_to_desc(v, &d);
@@ -1513,7 +1555,7 @@ static PyObject *view_dlpack(DLPackViewObject *v, PyObject *const *args,
     int versioned, copy = 0;
 
     if (check_positional("__dlpack__", nargs, 0) != 0 ||
-        parse_keywords("__dlpack__", args + nargs, kwnames, names, values,
+        match_keywords("__dlpack__", args + nargs, kwnames, names, values,
                        4) != 0)
         return NULL;
     if ((versioned = wants_versioned(values[1])) < 0)
@@ -2026,7 +2068,7 @@ static PyObject *as_dlpack(PyObject *module, PyObject *const *args,
     int sync, ro_ok;
 
     if (check_positional("as_dlpack", nargs, 1) != 0 ||
-        parse_keywords("as_dlpack", args + nargs, kwnames, names, values,
+        match_keywords("as_dlpack", args + nargs, kwnames, names, values,
                        3) != 0)
         return NULL;
     if ((sync = read_flag(values[1], "sync", 1)) < 0 ||
@@ -2034,7 +2076,7 @@ static PyObject *as_dlpack(PyObject *module, PyObject *const *args,
         return NULL;
     if (describe(args[0], values[0], 1, &d, &keep, &tag) != 0)
         return NULL;
-    return view_new(args[0], &d, keep, sync, ro_ok);
+    return view_new(args[0], &d, keep, sync, ro_ok, tag);
 }
 
 PyDoc_STRVAR(to_dlpack_doc,
