@@ -156,7 +156,17 @@ int cai_typestr_format(DLDataType dtype, char out[CAI_TYPESTR_MAX],
                         "DLPack type %s has no NumPy typestr, so CAI cannot "
                         "describe it", cai_dtype_name(dtype, name));
     }
-    snprintf(out, CAI_TYPESTR_MAX, "%c%c%u", bits == 8 ? '|' : NATIVE_ORDER,
-             kind, bits / 8);
+    /* By hand: snprintf costs more than a whole hand-over (sizes 1-16). */
+    {
+        unsigned size = bits / 8;
+        char *p = out;
+
+        *p++ = bits == 8 ? '|' : NATIVE_ORDER;
+        *p++ = kind;
+        if (size >= 10)
+            *p++ = (char)('0' + size / 10);
+        *p++ = (char)('0' + size % 10);
+        *p = '\0';
+    }
     return 0;
 }
