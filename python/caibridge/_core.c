@@ -44,6 +44,8 @@ static PyObject *s_cai, *s_ai, *s_shape, *s_typestr, *s_data, *s_strides,
     *s_cuda_stream, *s_exchange_api, *s_exchange_api_old, *s_device, *s_sync,
     *s_allow_readonly_legacy, *s_max_version, *s_dl_device, *s_copy;
 static PyObject *max_version_ours; /* (1, 3) */
+/* The keyword names from_dlpack passes to __dlpack__, built once. */
+static PyObject *kw_stream_max_version, *kw_stream;
 
 /* How many from_dlpack calls were served by a foreign type's exchange API
  * table; tests read it to prove the table was used. */
@@ -132,7 +134,7 @@ static void release_pyobject(void *owner)
  * instead of going through release_pyobject's thread-state checks.  The
  * pending exception is saved only when there is one.
  */
-static void delete_capsule_tensor(void *tensor, int versioned)
+static inline void delete_capsule_tensor(void *tensor, int versioned)
 {
     cai_release_fn release;
     void *owner;
@@ -157,8 +159,11 @@ static void delete_capsule_tensor(void *tensor, int versioned)
     }
 }
 
-static void capsule_destructor(PyObject *capsule, const char *ours,
-                               int versioned)
+#if defined(__GNUC__)
+__attribute__((always_inline)) /* one copy per capsule kind, no extra call */
+#endif
+static inline void capsule_destructor(PyObject *capsule, const char *ours,
+                                      int versioned)
 {
     const char *name = PyCapsule_GetName(capsule);
     void *tensor;
@@ -223,7 +228,7 @@ static PyObject *desc_to_capsule(const cai_desc_t *desc, int versioned,
 }
 
 /* Wraps a tensor from cai_tensor_new in a capsule, or deletes it. */
-static PyObject *tensor_capsule(void *tensor, int versioned)
+static inline PyObject *tensor_capsule(void *tensor, int versioned)
 {
     PyObject *capsule;
 
@@ -1395,8 +1400,8 @@ static void view_to_header(const DLPackViewObject *v, cai_desc_t *d)
  * view was checked when made and keeps its element strides, so the core
  * builds the tensor without checking it again.
  */
-static int view_tensor(DLPackViewObject *v, int versioned, unsigned options,
-                       void **out, cai_error_t *err)
+static inline int view_tensor(DLPackViewObject *v, int versioned,
+                              unsigned options, void **out, cai_error_t *err)
 {
     DLTensor t;
 
@@ -1508,16 +1513,43 @@ static void view_dealloc(DLPackViewObject *v)
 
 /* The capsule for one __dlpack__ request; every request is independent and
  * holds its own reference to the view (and so to the producer). */
-static PyObject *view_export(DLPackViewObject *v, PyObject *stream,
-                             int versioned, int copy, int sync)
+#if defined(__GNUC__)
+__attribute__((noinline)) /* keeps its descriptor off view_export's stack */
+#endif
+static PyObject *view_export_slow(DLPackViewObject *v, PyObject *stream,
+                                  int versioned, int copy, int sync,
+                                  int streams);
+
+/* The usual request (no stream on either side, no copy) needs no
+ * descriptor: the view's checked layout goes straight to the core. */
+static inline PyObject *view_export(DLPackViewObject *v, PyObject *stream,
+                                    int versioned, int copy, int sync)
 {
-    cai_desc_t d;
-    intptr_t consumer = CAI_STREAM_NO_SYNC;
     cai_error_t err;
     void *tensor;
     /* No stream on either side: nothing to check (no error is possible
      * without one) and nothing to order. */
     int streams = (stream != NULL && stream != Py_None) || v->has_stream;
+
+    if (streams || copy)
+        return view_export_slow(v, stream, versioned, copy, sync, streams);
+    if (!versioned && v->readonly && !v->readonly_legacy_ok)
+        return readonly_legacy_error();
+    if (view_tensor(v, versioned,
+                    v->readonly_legacy_ok ? CAI_OPT_LEGACY_READONLY_OK : 0,
+                    &tensor, &err) != 0)
+        return raise_status(&err);
+    return tensor_capsule(tensor, versioned);
+}
+
+static PyObject *view_export_slow(DLPackViewObject *v, PyObject *stream,
+                                  int versioned, int copy, int sync,
+                                  int streams)
+{
+    cai_desc_t d;
+    intptr_t consumer = CAI_STREAM_NO_SYNC;
+    cai_error_t err;
+    void *tensor;
 
     if (streams) {
         view_to_header(v, &d);
@@ -2372,7 +2404,7 @@ static PyObject *from_dlpack(PyObject *module, PyObject *const *args,
         call_args[0] = Py_NewRef(Py_None);
     }
     {
-        PyObject *kw = PyTuple_Pack(2, s_stream, s_max_version);
+        PyObject *kw = Py_NewRef(kw_stream_max_version);
 
         if (kw == NULL) {
             capsule = NULL;
@@ -2383,7 +2415,7 @@ static PyObject *from_dlpack(PyObject *module, PyObject *const *args,
             if (capsule == NULL && PyErr_ExceptionMatches(PyExc_TypeError)) {
                 /* A pre-1.0 producer that knows no max_version. */
                 PyErr_Clear();
-                kw = PyTuple_Pack(1, s_stream);
+                kw = Py_NewRef(kw_stream);
                 if (kw != NULL) {
                     capsule = PyObject_Vectorcall(method, call_args, 0, kw);
                     Py_DECREF(kw);
@@ -2478,6 +2510,10 @@ static int intern_all(void)
             return -1;
     }
     index_entry_keys();
+    kw_stream_max_version = PyTuple_Pack(2, s_stream, s_max_version);
+    kw_stream = PyTuple_Pack(1, s_stream);
+    if (kw_stream_max_version == NULL || kw_stream == NULL)
+        return -1;
     max_version_ours = Py_BuildValue("(ii)", CAIBRIDGE_DLPACK_MAJOR,
                                      CAIBRIDGE_DLPACK_MINOR);
     return max_version_ours == NULL ? -1 : 0;
