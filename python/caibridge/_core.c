@@ -91,12 +91,11 @@ static int is_cuda_device(int32_t type)
 static inline int gil_held_here(void)
 {
 #if PY_VERSION_HEX >= 0x030D0000
-    /* The current thread state is per thread: set only while attached. */
+    /* This thread's attached thread state, NULL while detached. */
     return PyThreadState_GetUnchecked() != NULL;
-#elif PY_VERSION_HEX >= 0x030C0000
-    return _PyThreadState_UncheckedGet() != NULL;
 #else
-    /* Before 3.12 the current thread state is global (the GIL holder's). */
+    /* The current thread state (3.11: the GIL holder's, whichever thread
+     * that is) compared by address with this thread's own. */
     PyThreadState *t = _PyThreadState_UncheckedGet();
 
     return t != NULL && t == PyGILState_GetThisThreadState();
