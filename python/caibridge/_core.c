@@ -967,10 +967,14 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
         }
         Py_CLEAR(o);
     }
-    for (j = 0; j < F_COUNT; j++)
-        Py_XDECREF(entries[j]); /* entries a CAI does not have */
+    /* Every entry read was released above; what is left is the one this
+     * kind of interface does not read. */
+    Py_XDECREF(entries[F_STREAM]);
+    Py_XDECREF(entries[F_OFFSET]);
 #ifdef CAI_DICT_CACHE
-    if (pure && *keep == NULL) {
+    /* A dict only we hold (refcount 1: built for this read, as most
+     * producers do) dies on return, and its tag is never seen again. */
+    if (pure && *keep == NULL && Py_REFCNT(iface) > 1) {
         desc_cache_put(iface, is_cuda, d);
         *tag = desc_cache.tag;
     }
