@@ -869,6 +869,7 @@ def plot(rows, path):
     # (a variant beside its reference) are in the table and the CSV.
     pts = [r for r in rows if r.ratio is not None and r.ratio > 0
            and r.lib != "caibridge"]
+    by_key = {r.key: r for r in rows}
     if not pts:
         return
     colours = {"numpy": "#dd8452", "torch": "#c44e52", "jax": "#55a868",
@@ -878,7 +879,11 @@ def plot(rows, path):
         label = r.label
         if r.section.startswith("own overhead"):
             lay = r.section.split(",")[1].replace("CAI dict", "").strip()
-            label = f"[{lay}] {label}"
+            if "max_version" in r.label:
+                lay += ", versioned"
+            ref = "as_dlpack(o)" if "as_dlpack" in by_key[r.vs].label \
+                else "to_dlpack(o)"
+            label = f"[{lay}] NumPy x.__dlpack__() vs {ref}, own"
         labels.append(label)
     fig, ax = plt.subplots(figsize=(10, 0.3 * len(pts) + 1.8))
     ys = list(range(len(pts)))[::-1]
