@@ -48,31 +48,51 @@ static int ndim_error(int ndim, cai_error_t *err)
                     CAI_MAX_NDIM);
 }
 
-/* Fills t from desc, with shape and strides stored at dims (2 * ndim). */
-static int fill_tensor(const cai_desc_t *desc, DLTensor *t, int64_t *dims,
-                       cai_error_t *err)
+/* The public conversions: check desc once, then build the tensor around
+ * the strides the check gave. */
+static int desc_to_tensor(const cai_desc_t *desc, int versioned,
+                          unsigned options, void *owner,
+                          cai_release_fn release, void **out,
+                          cai_error_t *err)
 {
+    int64_t shape[CAI_MAX_NDIM], strides[CAI_MAX_NDIM];
+    DLTensor proto;
     int rc, i;
 
-    if (CAI_UNLIKELY(desc->device.device_type == 0))
-        return cai_fail(err, CAI_EINVAL, "device",
-                        "the descriptor's device is not known; locate it "
-                        "(cai_cuda_locate) or give it explicitly");
-    rc = cai_desc_check(desc, dims + desc->ndim, err);
+    *out = NULL;
+    if (CAI_UNLIKELY(desc->ndim < 0 || desc->ndim > CAI_MAX_NDIM)) {
+        rc = ndim_error(desc->ndim, err);
+        goto fail;
+    }
+    if (CAI_UNLIKELY(desc->device.device_type == 0)) {
+        rc = cai_fail(err, CAI_EINVAL, "device",
+                      "the descriptor's device is not known; locate it "
+                      "(cai_cuda_locate) or give it explicitly");
+        goto fail;
+    }
+    rc = cai_desc_check(desc, strides, err);
     if (CAI_UNLIKELY(rc != 0))
-        return rc;
+        goto fail;
     /* A loop, not memcpy: a call costs more than copying a few extents. */
     for (i = 0; i < desc->ndim; i++)
-        dims[i] = desc->shape[i];
-    t->data = desc->data;
-    t->device = desc->device;
-    t->ndim = desc->ndim;
-    t->dtype = desc->dtype;
-    /* DLPack 1.2: strides are never NULL when ndim > 0. */
-    t->shape = desc->ndim > 0 ? dims : NULL;
-    t->strides = desc->ndim > 0 ? dims + desc->ndim : NULL;
-    t->byte_offset = 0;
-    return 0;
+        shape[i] = desc->shape[i];
+    proto.data = desc->data;
+    proto.device = desc->device;
+    proto.ndim = desc->ndim;
+    proto.dtype = desc->dtype;
+    proto.shape = shape;
+    proto.strides = strides;
+    proto.byte_offset = 0;
+    rc = cai_tensor_new(&proto, desc->readonly, versioned, options, owner,
+                        release, out, err);
+    if (rc == 0)
+        cai_ok(err);
+    return rc;
+
+fail:
+    if (release != NULL)
+        release(owner);
+    return rc;
 }
 
 int cai_desc_to_dlpack_versioned(const cai_desc_t *desc, unsigned options,
@@ -80,98 +100,36 @@ int cai_desc_to_dlpack_versioned(const cai_desc_t *desc, unsigned options,
                                  DLManagedTensorVersioned **out,
                                  cai_error_t *err)
 {
-    versioned_block *b;
-    int rc;
-
-    *out = NULL;
-    if (CAI_UNLIKELY(desc->ndim < 0 || desc->ndim > CAI_MAX_NDIM)) {
-        rc = ndim_error(desc->ndim, err);
-        goto fail;
-    }
-    b = malloc(sizeof *b + 2 * (size_t)desc->ndim * sizeof(int64_t));
-    if (CAI_UNLIKELY(b == NULL)) {
-        rc = cai_fail(err, CAI_ENOMEM, "", "cannot allocate a tensor of %d "
-                      "dimensions", desc->ndim);
-        goto fail;
-    }
-    rc = fill_tensor(desc, &b->tensor.dl_tensor, b->dims, err);
-    if (CAI_UNLIKELY(rc != 0)) {
-        free(b);
-        goto fail;
-    }
-    b->tensor.version.major = CAIBRIDGE_DLPACK_MAJOR;
-    b->tensor.version.minor = CAIBRIDGE_DLPACK_MINOR;
-    b->tensor.manager_ctx = owner;
-    b->tensor.deleter = versioned_deleter;
-    b->tensor.flags = (desc->readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : 0) |
-                      ((options & CAI_OPT_IS_COPIED)
-                           ? DLPACK_FLAG_BITMASK_IS_COPIED : 0);
-    b->release = release;
-    *out = &b->tensor;
-    cai_ok(err);
-    return 0;
-
-fail:
-    if (release != NULL)
-        release(owner);
-    return rc;
+    return desc_to_tensor(desc, 1, options, owner, release, (void **)out, err);
 }
 
 int cai_desc_to_dlpack(const cai_desc_t *desc, unsigned options, void *owner,
                        cai_release_fn release, DLManagedTensor **out,
                        cai_error_t *err)
 {
-    legacy_block *b;
-    int rc;
-
-    *out = NULL;
-    if (CAI_UNLIKELY(desc->ndim < 0 || desc->ndim > CAI_MAX_NDIM)) {
-        rc = ndim_error(desc->ndim, err);
-        goto fail;
-    }
-    if (CAI_UNLIKELY(desc->readonly &&
-                     !(options & CAI_OPT_LEGACY_READONLY_OK))) {
-        rc = cai_fail(err, CAI_EREADONLY, "data",
-                      "the data is read-only and a legacy DLPack tensor "
-                      "cannot say so; ask for a versioned tensor or opt in "
-                      "to exporting read-only data as writable");
-        goto fail;
-    }
-    b = malloc(sizeof *b + 2 * (size_t)desc->ndim * sizeof(int64_t));
-    if (CAI_UNLIKELY(b == NULL)) {
-        rc = cai_fail(err, CAI_ENOMEM, "", "cannot allocate a tensor of %d "
-                      "dimensions", desc->ndim);
-        goto fail;
-    }
-    rc = fill_tensor(desc, &b->tensor.dl_tensor, b->dims, err);
-    if (CAI_UNLIKELY(rc != 0)) {
-        free(b);
-        goto fail;
-    }
-    b->tensor.manager_ctx = owner;
-    b->tensor.deleter = legacy_deleter;
-    b->release = release;
-    *out = &b->tensor;
-    cai_ok(err);
-    return 0;
-
-fail:
-    if (release != NULL)
-        release(owner);
-    return rc;
+    return desc_to_tensor(desc, 0, options, owner, release, (void **)out, err);
 }
 
 int cai_tensor_new(const DLTensor *src, int readonly, int versioned,
                    unsigned options, void *owner, cai_release_fn release,
                    void **out, cai_error_t *err)
 {
-    size_t n = (size_t)src->ndim;
+    size_t n;
     DLTensor *t;
     int64_t *dims;
     size_t i;
     int rc;
 
     *out = NULL;
+    if (CAI_UNLIKELY(!versioned && readonly &&
+                     !(options & CAI_OPT_LEGACY_READONLY_OK))) {
+        rc = cai_fail(err, CAI_EREADONLY, "data",
+                      "the data is read-only and a legacy DLPack tensor "
+                      "cannot say so; ask for a versioned tensor or opt "
+                      "in to exporting read-only data as writable");
+        goto fail;
+    }
+    n = (size_t)src->ndim;
     if (versioned) {
         versioned_block *b = malloc(sizeof *b + 2 * n * sizeof(int64_t));
 
@@ -189,17 +147,8 @@ int cai_tensor_new(const DLTensor *src, int readonly, int versioned,
         dims = b->dims;
         *out = &b->tensor;
     } else {
-        legacy_block *b;
+        legacy_block *b = malloc(sizeof *b + 2 * n * sizeof(int64_t));
 
-        if (CAI_UNLIKELY(readonly &&
-                         !(options & CAI_OPT_LEGACY_READONLY_OK))) {
-            rc = cai_fail(err, CAI_EREADONLY, "data",
-                          "the data is read-only and a legacy DLPack tensor "
-                          "cannot say so; ask for a versioned tensor or opt "
-                          "in to exporting read-only data as writable");
-            goto fail;
-        }
-        b = malloc(sizeof *b + 2 * n * sizeof(int64_t));
         if (CAI_UNLIKELY(b == NULL))
             goto nomem;
         b->tensor.manager_ctx = owner;

@@ -1366,24 +1366,7 @@ typedef struct {
 #define VIEW_STRIDES(v) ((v)->dims + (v)->ndim)
 #define VIEW_ELEMENT_STRIDES(v) ((v)->dims + 2 * (v)->ndim)
 
-static void view_to_desc(const DLPackViewObject *v, cai_desc_t *d)
-{
-    d->data = v->data;
-    d->readonly = v->readonly;
-    d->ndim = v->ndim;
-    d->version = v->version;
-    d->has_strides = v->has_strides;
-    d->has_mask = 0;
-    d->has_stream = v->has_stream;
-    d->stream = v->stream;
-    d->dtype = v->dtype;
-    d->device = v->device;
-    memcpy(d->shape, VIEW_SHAPE(v), (size_t)v->ndim * sizeof(int64_t));
-    if (v->has_strides)
-        memcpy(d->strides, VIEW_STRIDES(v), (size_t)v->ndim * sizeof(int64_t));
-}
-
-/* The fields of view_to_desc that stream ordering reads; no extents. */
+/* The fields of a descriptor that stream ordering reads; no extents. */
 static void view_to_header(const DLPackViewObject *v, cai_desc_t *d)
 {
     d->data = v->data;
@@ -1396,6 +1379,14 @@ static void view_to_header(const DLPackViewObject *v, cai_desc_t *d)
     d->stream = v->stream;
     d->dtype = v->dtype;
     d->device = v->device;
+}
+
+static void view_to_desc(const DLPackViewObject *v, cai_desc_t *d)
+{
+    view_to_header(v, d);
+    memcpy(d->shape, VIEW_SHAPE(v), (size_t)v->ndim * sizeof(int64_t));
+    if (v->has_strides)
+        memcpy(d->strides, VIEW_STRIDES(v), (size_t)v->ndim * sizeof(int64_t));
 }
 
 /*
