@@ -124,6 +124,22 @@ static void release_pyobject(void *owner)
     PyGILState_Release(gil);
 }
 
+/* Runs a tensor's own deleter, whoever made it. */
+static void delete_tensor(void *tensor, int versioned)
+{
+    if (versioned) {
+        DLManagedTensorVersioned *t = tensor;
+
+        if (t->deleter != NULL)
+            t->deleter(t);
+    } else {
+        DLManagedTensor *t = tensor;
+
+        if (t->deleter != NULL)
+            t->deleter(t);
+    }
+}
+
 /*
  * Capsule destructors delete the tensor only while the capsule is unused: a
  * consumer that took the tensor renamed the capsule.  Our own name pointer
@@ -139,17 +155,7 @@ static inline void delete_capsule_tensor(void *tensor, int versioned)
     void *owner;
 
     if (cai_tensor_detach(tensor, versioned, &release, &owner) != 0) {
-        if (versioned) {
-            DLManagedTensorVersioned *t = tensor;
-
-            if (t->deleter != NULL)
-                t->deleter(t);
-        } else {
-            DLManagedTensor *t = tensor;
-
-            if (t->deleter != NULL)
-                t->deleter(t);
-        }
+        delete_tensor(tensor, versioned);
     } else if (release == release_pyobject) {
         if (!cai_is_finalizing()) /* as release_pyobject */
             Py_DECREF((PyObject *)owner);
@@ -1699,21 +1705,6 @@ typedef struct {
     PyObject *iface;  /* the interface dict, built at first use */
     PyObject *weakrefs;
 } CAIViewObject;
-
-static void delete_tensor(void *tensor, int versioned)
-{
-    if (versioned) {
-        DLManagedTensorVersioned *t = tensor;
-
-        if (t->deleter != NULL)
-            t->deleter(t);
-    } else {
-        DLManagedTensor *t = tensor;
-
-        if (t->deleter != NULL)
-            t->deleter(t);
-    }
-}
 
 static int tensor_desc(const CAIViewObject *v, cai_desc_t *d, cai_error_t *err)
 {
