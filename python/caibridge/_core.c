@@ -569,6 +569,18 @@ static int missing(const char *iface, PyObject *key)
     return -1;
 }
 
+/* Moves entries[field] to the caller, raising when a required one is absent. */
+static inline PyObject *take_required(PyObject **entries, int field,
+                                      const char *iface, PyObject *key)
+{
+    PyObject *o = entries[field];
+
+    entries[field] = NULL;
+    if (o == NULL)
+        missing(iface, key);
+    return o;
+}
+
 /* Lowest and highest byte offsets (end exclusive) a validated layout reaches. */
 static void byte_extent(const cai_desc_t *d, int64_t itemsize, int64_t *lo,
                         int64_t *hi)
@@ -770,23 +782,15 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
         return -1;
     pure = !pure; /* 1: keys all exact str; cleared by any impure entry */
 
-    o = entries[F_SHAPE];
-    entries[F_SHAPE] = NULL;
-    if (o == NULL) {
-        missing(name, s_shape);
+    if ((o = take_required(entries, F_SHAPE, name, s_shape)) == NULL)
         goto fail;
-    }
     if ((n = read_int_tuple(o, "shape", d->shape, &pure)) < 0)
         goto fail;
     d->ndim = (int)n;
     Py_CLEAR(o);
 
-    o = entries[F_TYPESTR];
-    entries[F_TYPESTR] = NULL;
-    if (o == NULL) {
-        missing(name, s_typestr);
+    if ((o = take_required(entries, F_TYPESTR, name, s_typestr)) == NULL)
         goto fail;
-    }
     {
         const char *text;
         Py_ssize_t len;
@@ -815,12 +819,8 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
     }
     Py_CLEAR(o);
 
-    o = entries[F_VERSION];
-    entries[F_VERSION] = NULL;
-    if (o == NULL) {
-        missing(name, s_version);
+    if ((o = take_required(entries, F_VERSION, name, s_version)) == NULL)
         goto fail;
-    }
     if (!PyLong_CheckExact(o))
         pure = 0;
     if (!small_int(o, &v) && read_int64(o, "version", -1, &v) != 0)
@@ -880,12 +880,8 @@ static int read_desc(PyObject *obj, PyObject *iface, int is_cuda,
         Py_CLEAR(o);
     }
 
-    o = entries[F_DATA];
-    entries[F_DATA] = NULL;
-    if (o == NULL) {
-        missing(name, s_data);
+    if ((o = take_required(entries, F_DATA, name, s_data)) == NULL)
         goto fail;
-    }
     if (PyTuple_Check(o)) {
         PyObject *ro;
         unsigned long long p;
@@ -1962,6 +1958,18 @@ too_big:
     return -1;
 }
 
+/* The exchange API's Python objects must be our views. */
+static DLPackViewObject *xapi_view(PyObject *o)
+{
+    if (Py_TYPE(o) != &DLPackView_Type) {
+        PyErr_Format(PyExc_TypeError,
+                     "caibridge's exchange API takes a DLPackView, got %.100s",
+                     Py_TYPE(o)->tp_name);
+        return NULL;
+    }
+    return (DLPackViewObject *)o;
+}
+
 static int xapi_managed_from_py(void *py_object,
                                 DLManagedTensorVersioned **out)
 {
@@ -1971,13 +1979,8 @@ static int xapi_managed_from_py(void *py_object,
     void *tensor;
 
     *out = NULL;
-    if (Py_TYPE(o) != &DLPackView_Type) {
-        PyErr_Format(PyExc_TypeError,
-                     "caibridge's exchange API takes a DLPackView, got %.100s",
-                     Py_TYPE(o)->tp_name);
+    if ((v = xapi_view(o)) == NULL)
         return -1;
-    }
-    v = (DLPackViewObject *)o;
     if (view_tensor(v, 1, 0, &tensor, &err) != 0) {
         raise_status(&err);
         return -1;
@@ -2001,13 +2004,8 @@ static int xapi_dltensor_from_py(void *py_object, DLTensor *out)
     PyObject *o = py_object;
     DLPackViewObject *v;
 
-    if (Py_TYPE(o) != &DLPackView_Type) {
-        PyErr_Format(PyExc_TypeError,
-                     "caibridge's exchange API takes a DLPackView, got %.100s",
-                     Py_TYPE(o)->tp_name);
+    if ((v = xapi_view(o)) == NULL)
         return -1;
-    }
-    v = (DLPackViewObject *)o;
     out->data = v->data;
     out->device = v->device;
     out->ndim = v->ndim;
