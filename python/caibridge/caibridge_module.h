@@ -274,6 +274,10 @@ typedef struct {
 #define VIEW_ELEMENT_STRIDES(v) ((v)->dims + 2 * (v)->ndim)
 
 extern PyType_Spec dlpackview_spec;
+int contiguous_nbytes(int ndim, const int64_t *shape, int64_t itemsize,
+                      int64_t *nbytes);
+void contiguous_desc(cai_desc_t *c, void *data, int ndim,
+                     const int64_t *shape, DLDataType dtype, DLDevice device);
 void view_dealloc(PyObject *self);
 PyObject *view_new(cai_state *st, PyObject *obj, const cai_desc_t *d,
                    PyObject *keep, int sync, int readonly_legacy_ok);
