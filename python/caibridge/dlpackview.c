@@ -69,6 +69,7 @@ PyObject *view_new(cai_state *st, PyObject *obj, const cai_desc_t *d,
     v->stream = d->stream;
     v->sync = sync;
     v->readonly_legacy_ok = readonly_legacy_ok;
+    v->st = st;
     v->home = st->home;
     /* Loops, not memcpy: a call costs more than a few extents. */
     for (i = 0; i < d->ndim; i++)
@@ -293,21 +294,19 @@ static inline PyObject *view_export(cai_state *st, DLPackViewObject *v,
     return tensor_capsule(tensor, versioned);
 }
 
-/* Not METH_METHOD: the type is final, so Py_TYPE(self) is the defining
- * class, and the interpreter specializes calls of plain fast methods. */
+/* Not METH_METHOD: the view keeps its module's state, and the interpreter
+ * specializes calls of plain fast methods. */
 static PyObject *view_dlpack(PyObject *self, PyObject *const *args,
                              Py_ssize_t nargs, PyObject *kwnames)
 {
     DLPackViewObject *v = (DLPackViewObject *)self;
-    cai_state *st = type_state(Py_TYPE(self));
-    PyObject *const names[] = {st->name[F_STREAM], st->name[N_MAX_VERSION],
-                               st->name[N_DL_DEVICE], st->name[N_COPY]};
+    cai_state *st = v->st;
     PyObject *values[4] = {NULL, NULL, NULL, NULL};
     int versioned, copy;
 
     if (check_positional("__dlpack__", nargs, 0) != 0 ||
-        match_keywords("__dlpack__", args + nargs, kwnames, names, values,
-                       4) != 0)
+        match_keywords("__dlpack__", args + nargs, kwnames, st->kw_dlpack,
+                       values, 4) != 0)
         return NULL;
     if ((versioned = wants_versioned(values[1])) < 0)
         return NULL;
