@@ -2,6 +2,7 @@
 # answers "no driver"), a path that does not exist, or a recording double
 # built here and selected with CAIBRIDGE_CUDART.
 CUDA_TESTS_CPPFLAGS = $(TESTS_CPPFLAGS) -I$(top_srcdir)/tests/cuda \
+	$(CUDA_CPPFLAGS) \
 	-DCUDART_DOUBLE_DIR='"$(abs_top_builddir)/tests/cuda"'
 
 # Correct whether or not CUDA support is built.
