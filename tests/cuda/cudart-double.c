@@ -74,6 +74,7 @@ static int pointer_count;
 static struct {
     char call[48];
     int error;
+    int skip; /* calls that still succeed first */
 } failures[MAX_FAILURES];
 static int failure_count;
 
@@ -109,10 +110,16 @@ static cudaError_t injected(const char *call)
 {
     int i;
 
-    for (i = 0; i < failure_count; i++)
-        if (strcmp(failures[i].call, call) == 0 ||
-            strcmp(failures[i].call, "*") == 0)
-            return (cudaError_t)failures[i].error;
+    for (i = 0; i < failure_count; i++) {
+        if (strcmp(failures[i].call, call) != 0 &&
+            strcmp(failures[i].call, "*") != 0)
+            continue;
+        if (failures[i].skip > 0) {
+            failures[i].skip--;
+            continue;
+        }
+        return (cudaError_t)failures[i].error;
+    }
     return cudaSuccess;
 }
 
@@ -724,7 +731,11 @@ CUresult CUDAAPI cuStreamGetCtx(CUstream stream, CUcontext *pctx)
 
 static void reset(void)
 {
+    int i;
+
     pthread_mutex_lock(&lock);
+    for (i = 0; i < MAX_EVENTS; i++)
+        events[i].host_waits = 0;
     log_length = 0;
     log_text[0] = '\0';
     pointer_count = 0;
@@ -777,16 +788,22 @@ static void set_pointer(const void *ptr, int type, int device)
     add_allocation(ptr, 1, type, device, NULL);
 }
 
-static void fail(const char *call, int error)
+static void fail_after(const char *call, int error, int skip)
 {
     pthread_mutex_lock(&lock);
     if (failure_count < MAX_FAILURES) {
         snprintf(failures[failure_count].call,
                  sizeof failures[failure_count].call, "%s", call);
         failures[failure_count].error = error;
+        failures[failure_count].skip = skip;
         failure_count++;
     }
     pthread_mutex_unlock(&lock);
+}
+
+static void fail(const char *call, int error)
+{
+    fail_after(call, error, 0);
 }
 
 static const char *log_contents(void)
@@ -964,8 +981,7 @@ static int host_waits(void)
 
     pthread_mutex_lock(&lock);
     for (i = 0; i < MAX_EVENTS; i++)
-        if (events[i].number <= events_created)
-            n += events[i].host_waits;
+        n += events[i].host_waits;
     pthread_mutex_unlock(&lock);
     return n;
 }
@@ -995,6 +1011,7 @@ static const struct cudart_double controls = {
     pending_error,
     set_pending_error,
     host_waits,
+    fail_after,
 };
 
 const struct cudart_double *cudart_double_controls(void)

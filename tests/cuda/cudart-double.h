@@ -114,9 +114,10 @@ struct cudart_double {
      * one pending, as a framework's failed launch would. */
     int (*pending_error)(void);
     void (*set_pending_error)(int error);
-    /* How many times the event named evN has been waited on by the host
-     * (cudaEventSynchronize) since the last reset. */
+    /* Host waits on events (cudaEventSynchronize) since the last reset. */
     int (*host_waits)(void);
+    /* Like fail, but the first skip such calls still succeed. */
+    void (*fail_after)(const char *call, int error, int skip);
 };
 
 #endif

@@ -34,7 +34,8 @@ CUDA_DOUBLE_TESTS = \
 	tests/cuda/once-t \
 	tests/cuda/preloaded-t \
 	tests/cuda/old-runtime-t \
-	tests/cuda/wrong-library-t
+	tests/cuda/wrong-library-t \
+	tests/cuda/fence-t
 check_PROGRAMS += $(CUDA_DOUBLE_TESTS)
 TESTS += $(CUDA_DOUBLE_TESTS)
 VALGRIND_TESTS += $(CUDA_DOUBLE_TESTS)
@@ -44,6 +45,7 @@ tests_cuda_once_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_preloaded_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_old_runtime_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_wrong_library_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
+tests_cuda_fence_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 endif
 
 # The Python layer with no usable CUDA, and on the double (as_dlpack
