@@ -606,10 +606,9 @@ static int op_end(struct op *op, cai_error_t *err)
     if (op->pending == cudaSuccess)
         runtime.get_last_error();
     if (op->restore_call != NULL)
-        snprintf(restore, sizeof restore, "; then restoring the caller's "
-                 "CUDA context failed too: %s (CUDA error %d), so the "
-                 "thread's current context changed", op->restore_call,
-                 op->restore_rc);
+        snprintf(restore, sizeof restore, "; restoring the caller's "
+                 "context failed too: %s (CUDA error %d), its current "
+                 "context changed", op->restore_call, op->restore_rc);
     if (op->rc == cudaErrorInitializationError && forked_after_load)
         snprintf(hint, sizeof hint, "; this process was forked after CUDA "
                  "was loaded, and CUDA cannot be used in a forked child");

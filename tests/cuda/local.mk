@@ -35,7 +35,8 @@ CUDA_DOUBLE_TESTS = \
 	tests/cuda/preloaded-t \
 	tests/cuda/old-runtime-t \
 	tests/cuda/wrong-library-t \
-	tests/cuda/fence-t
+	tests/cuda/fence-t \
+	tests/cuda/messages-t
 check_PROGRAMS += $(CUDA_DOUBLE_TESTS)
 TESTS += $(CUDA_DOUBLE_TESTS)
 VALGRIND_TESTS += $(CUDA_DOUBLE_TESTS)
@@ -46,6 +47,7 @@ tests_cuda_preloaded_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_old_runtime_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_wrong_library_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_fence_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
+tests_cuda_messages_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 endif
 
 # The Python layer with no usable CUDA, and on the double (as_dlpack
