@@ -48,6 +48,10 @@ tests_cuda_old_runtime_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_wrong_library_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_fence_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_messages_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
+# Runs itself as a child through /proc/PID/exe: not under valgrind.
+check_PROGRAMS += tests/cuda/soname-t
+TESTS += tests/cuda/soname-t
+tests_cuda_soname_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 endif
 
 # The Python layer with no usable CUDA, and on the double (as_dlpack
