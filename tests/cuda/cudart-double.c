@@ -140,10 +140,61 @@ static cudaError_t logged(cudaError_t rc, const char *call,
     return rc;
 }
 
+/* Streams by the headers' names where they have one, else in hex. */
 static const char *stream_text(cudaStream_t stream, char buf[32])
 {
-    snprintf(buf, 32, "0x%jx", (uintmax_t)(uintptr_t)stream);
+    if (stream == cudaStreamLegacy)
+        snprintf(buf, 32, "cudaStreamLegacy");
+    else if (stream == cudaStreamPerThread)
+        snprintf(buf, 32, "cudaStreamPerThread");
+    else if (stream == NULL)
+        snprintf(buf, 32, "NULL");
+    else
+        snprintf(buf, 32, "0x%jx", (uintmax_t)(uintptr_t)stream);
     return buf;
+}
+
+/* Flags by the headers' names; unknown bits in hex. */
+static const char *flags_text(unsigned flags, const unsigned *bits,
+                              const char *const *names, size_t count,
+                              const char *none, char buf[96])
+{
+    size_t i, used = 0;
+
+    buf[0] = '\0';
+    for (i = 0; i < count; i++) {
+        if (flags & bits[i]) {
+            used += (size_t)snprintf(buf + used, 96 - used, "%s%s",
+                                     used ? "|" : "", names[i]);
+            flags &= ~bits[i];
+        }
+    }
+    if (flags != 0 && used < 96)
+        used += (size_t)snprintf(buf + used, 96 - used, "%s0x%x",
+                                 used ? "|" : "", flags);
+    if (used == 0)
+        snprintf(buf, 96, "%s", none);
+    return buf;
+}
+
+static const char *event_flags_text(unsigned flags, char buf[96])
+{
+    static const unsigned bits[] = {cudaEventBlockingSync,
+                                    cudaEventDisableTiming,
+                                    cudaEventInterprocess};
+    static const char *const names[] = {"cudaEventBlockingSync",
+                                        "cudaEventDisableTiming",
+                                        "cudaEventInterprocess"};
+
+    return flags_text(flags, bits, names, 3, "cudaEventDefault", buf);
+}
+
+static const char *wait_flags_text(unsigned flags, char buf[96])
+{
+    static const unsigned bits[] = {cudaEventWaitExternal};
+    static const char *const names[] = {"cudaEventWaitExternal"};
+
+    return flags_text(flags, bits, names, 1, "cudaEventWaitDefault", buf);
 }
 
 static const char *context_text(const struct context *c, char buf[16])
@@ -442,13 +493,14 @@ cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t *event,
                                                unsigned int flags)
 {
     cudaError_t rc;
-    char call[48], result[48], cx[16];
+    char call[160], result[48], cx[16], fl[96];
     struct event *e = NULL;
     int i;
 
     pthread_mutex_lock(&lock);
     rc = injected("cudaEventCreateWithFlags");
-    snprintf(call, sizeof call, "cudaEventCreateWithFlags(0x%x)", flags);
+    snprintf(call, sizeof call, "cudaEventCreateWithFlags(%s)",
+             event_flags_text(flags, fl));
     for (i = 0; rc == cudaSuccess && i < MAX_EVENTS && e == NULL; i++)
         if (!events[i].live)
             e = &events[i];
@@ -505,7 +557,7 @@ cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t stream,
     struct event *e;
     struct context *ctx = NULL;
     struct stream *s = NULL;
-    char call[96], ev[32], st[32];
+    char call[192], ev[32], st[32], fl[96];
 
     pthread_mutex_lock(&lock);
     rc = injected("cudaStreamWaitEvent");
@@ -533,8 +585,9 @@ cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t stream,
             s->joined = 1;
         }
     }
-    snprintf(call, sizeof call, "cudaStreamWaitEvent(%s, %s, 0x%x)",
-             stream_text(stream, st), event_text(event, ev), flags);
+    snprintf(call, sizeof call, "cudaStreamWaitEvent(%s, %s, %s)",
+             stream_text(stream, st), event_text(event, ev),
+             wait_flags_text(flags, fl));
     logged(rc, call, NULL);
     pthread_mutex_unlock(&lock);
     return rc;

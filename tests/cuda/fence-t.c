@@ -78,7 +78,7 @@ static void per_thread_stream_across_threads(void)
     rc = cai_fence_record(&desc, &fence, &err);
     is_int(CAI_OK, rc, "per-thread producer: fence recorded");
     ok(fence != NULL, "per-thread producer: a fence to own");
-    contains(cuda->log(), "cudaEventRecord(ev1, 0x2)\n",
+    contains(cuda->log(), "cudaEventRecord(ev1, cudaStreamPerThread)\n",
              "the event goes on stream 2 of the making thread, at once");
 
     /* A fresh thread (no context current) waits on its own stream. */
@@ -95,7 +95,7 @@ static void per_thread_stream_across_threads(void)
     is_int(0, count(cuda->log(), "cudaEventRecord"),
            "nothing is recorded on the consuming thread (its stream 2 is "
            "another stream)");
-    contains(cuda->log(), "cudaStreamWaitEvent(0x6000, ev1, 0x0)\n",
+    contains(cuda->log(), "cudaStreamWaitEvent(0x6000, ev1, cudaEventWaitDefault)\n",
              "the consumer's stream waits on the making thread's event");
     ok(w.context_after == NULL, "the fresh thread has no context current "
        "afterwards (NULL restored)");
@@ -313,7 +313,7 @@ static void reverse_edge(void)
     is_int(CAI_OK, rc, "release: success");
     contains(cuda->log(), "cudaEventRecord(ev2, 0x6000)\n",
              "release: an event on the consumer's stream");
-    contains(cuda->log(), "cudaStreamWaitEvent(0x5000, ev2, 0x0)\n",
+    contains(cuda->log(), "cudaStreamWaitEvent(0x5000, ev2, cudaEventWaitDefault)\n",
              "release: the producer's stream waits on it");
     is_int(1, cuda->live_events(), "release: its own event destroyed");
     is_int(CAI_OK, cai_fence_release(fence, CAI_STREAM_NO_SYNC, &err),
@@ -332,7 +332,7 @@ static void reverse_edge(void)
         bail("cannot start a thread");
     pthread_join(thread, NULL);
     is_int(CAI_OK, r.status, "released on another thread: success");
-    is_int(0, count(cuda->log(), "cudaStreamWaitEvent(0x2"),
+    is_int(0, count(cuda->log(), "cudaStreamWaitEvent(cudaStreamPerThread"),
            "that thread's stream 2 is not taken for the producer's");
     is_int(1, cuda->host_waits(), "the host waits for the consumer instead");
     cai_fence_destroy(fence, NULL);
@@ -358,8 +358,8 @@ static void captures(void)
     {
         char line[64];
 
-        snprintf(line, sizeof line, "cudaStreamWaitEvent(0x6000, ev1, 0x%x)",
-                 (unsigned)cudaEventWaitExternal);
+        snprintf(line, sizeof line, "cudaStreamWaitEvent(0x6000, ev1, %s)",
+                 "cudaEventWaitExternal");
         contains(cuda->log(), line, "an external-event wait node");
     }
     is_int(DOUBLE_CAPTURING, cuda->capture_state(CONSUMER_STREAM),
@@ -394,7 +394,7 @@ static void captures(void)
     cuda->begin_capture(CONSUMER_STREAM, 9);
     rc = cai_cuda_order(&desc, CONSUMER_STREAM, &err);
     is_int(CAI_OK, rc, "both in one capture: ordered");
-    contains(cuda->log(), "cudaStreamWaitEvent(0x6000, ev1, 0x0)\n",
+    contains(cuda->log(), "cudaStreamWaitEvent(0x6000, ev1, cudaEventWaitDefault)\n",
              "both in one capture: a plain wait");
     is_int(DOUBLE_CAPTURING, cuda->capture_state(CONSUMER_STREAM),
            "both in one capture: still valid");
@@ -407,6 +407,10 @@ int main(void)
         skip_all("built without CUDA support");
     cuda = use_double();
     plan_lazy();
+    is_int((intptr_t)cudaStreamLegacy, CAI_STREAM_LEGACY,
+           "stream 1 is the runtime's cudaStreamLegacy handle");
+    is_int((intptr_t)cudaStreamPerThread, CAI_STREAM_PER_THREAD,
+           "stream 2 is the runtime's cudaStreamPerThread handle");
     is_int(CAI_STREAM_LEGACY, cai_cuda_stream_from_handle(0),
            "a raw cudaStream_t of 0 is the legacy default stream");
     is_int(0x5000, cai_cuda_stream_from_handle(0x5000),

@@ -126,7 +126,7 @@ static void failures(void)
     int rc;
 
     cuda->reset();
-    cuda->fail("cudaPointerGetAttributes", 35);
+    cuda->fail("cudaPointerGetAttributes", cudaErrorInsufficientDriver);
     rc = cai_cuda_locate(device_memory, &device, &err);
     is_int(CAI_ENOCUDA, rc, "lookup answers no driver: CAI_ENOCUDA");
     contains(err.message, "cudaPointerGetAttributes failed: double: no CUDA "
@@ -134,7 +134,7 @@ static void failures(void)
              "call, the runtime's text and the number");
 
     cuda->reset();
-    cuda->fail("cudaPointerGetAttributes", 1);
+    cuda->fail("cudaPointerGetAttributes", cudaErrorInvalidValue);
     rc = cai_cuda_locate(device_memory, &device, &err);
     is_int(CAI_ECUDA, rc, "lookup answers invalid value: CAI_ECUDA");
     contains(cuda->log(), "cudaGetLastError() = 1\n",

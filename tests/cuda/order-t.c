@@ -96,7 +96,7 @@ static void refused_cases(void)
 static const char *context_lines(const char *stream, int producer,
                                  char buf[64])
 {
-    if (strcmp(stream, "0x1") == 0 || strcmp(stream, "0x2") == 0)
+    if (strncmp(stream, "cudaStream", 10) == 0)
         snprintf(buf, 64, "cuCtxGetDevice() = 0\n");
     else if (producer)
         snprintf(buf, 64, "cuStreamGetCtx(%s) = P0\n", stream);
@@ -117,11 +117,11 @@ static void expect_event_ordering(const char *name, const char *p,
              "cuCtxGetCurrent() = P0\n"
              "%s"
              "cudaStreamIsCapturing(%s) = 0\n"
-             "cudaEventCreateWithFlags(0x2) = ev1 on P0\n"
+             "cudaEventCreateWithFlags(cudaEventDisableTiming) = ev1 on P0\n"
              "cudaEventRecord(ev1, %s)\n"
              "%s"
              "cudaStreamIsCapturing(%s) = 0\n"
-             "cudaStreamWaitEvent(%s, ev1, 0x0)\n"
+             "cudaStreamWaitEvent(%s, ev1, cudaEventWaitDefault)\n"
              "cudaEventDestroy(ev1)\n",
              context_lines(p, 1, pc), p, p, context_lines(s, 0, sc), s, s);
     is_string(expected, cuda->log(), "%s: event recorded on %s, %s waits "
@@ -140,15 +140,15 @@ static void event_cases(void)
     } cases[] = {
         {"two streams", PRODUCER_STREAM, CONSUMER_STREAM, "0x5000", "0x6000"},
         {"consumer on the legacy stream", PRODUCER_STREAM, CAI_STREAM_LEGACY,
-         "0x5000", "0x1"},
+         "0x5000", "cudaStreamLegacy"},
         {"consumer on the per-thread stream", PRODUCER_STREAM,
-         CAI_STREAM_PER_THREAD, "0x5000", "0x2"},
+         CAI_STREAM_PER_THREAD, "0x5000", "cudaStreamPerThread"},
         {"legacy producer, per-thread consumer", CAI_STREAM_LEGACY,
-         CAI_STREAM_PER_THREAD, "0x1", "0x2"},
+         CAI_STREAM_PER_THREAD, "cudaStreamLegacy", "cudaStreamPerThread"},
         {"per-thread producer, legacy consumer", CAI_STREAM_PER_THREAD,
-         CAI_STREAM_LEGACY, "0x2", "0x1"},
+         CAI_STREAM_LEGACY, "cudaStreamPerThread", "cudaStreamLegacy"},
         {"per-thread producer, own consumer stream", CAI_STREAM_PER_THREAD,
-         CONSUMER_STREAM, "0x2", "0x6000"},
+         CONSUMER_STREAM, "cudaStreamPerThread", "0x6000"},
     };
     size_t i;
 
@@ -180,10 +180,10 @@ static void host_accessible_cases(void)
               "cuCtxGetCurrent() = P2\n"
               "cuStreamGetCtx(0x5000) = P2\n"
               "cudaStreamIsCapturing(0x5000) = 0\n"
-              "cudaEventCreateWithFlags(0x2) = ev1 on P2\n"
+              "cudaEventCreateWithFlags(cudaEventDisableTiming) = ev1 on P2\n"
               "cudaEventRecord(ev1, 0x5000)\n"
               "cudaStreamIsCapturing(0x6000) = 0\n"
-              "cudaStreamWaitEvent(0x6000, ev1, 0x0)\n"
+              "cudaStreamWaitEvent(0x6000, ev1, cudaEventWaitDefault)\n"
               "cudaEventDestroy(ev1)\n",
               cuda->log(), "managed producer: event in the stream's context, "
               "no device switch");
@@ -209,10 +209,10 @@ static void other_device_cases(void)
               "cuStreamGetCtx(0x5000) = P1\n"
               "cuCtxSetCurrent(P1)\n"
               "cudaStreamIsCapturing(0x5000) = 0\n"
-              "cudaEventCreateWithFlags(0x2) = ev1 on P1\n"
+              "cudaEventCreateWithFlags(cudaEventDisableTiming) = ev1 on P1\n"
               "cudaEventRecord(ev1, 0x5000)\n"
               "cudaStreamIsCapturing(0x6000) = 0\n"
-              "cudaStreamWaitEvent(0x6000, ev1, 0x0)\n"
+              "cudaStreamWaitEvent(0x6000, ev1, cudaEventWaitDefault)\n"
               "cudaEventDestroy(ev1)\n"
               "cuCtxSetCurrent(P0)\n",
               cuda->log(), "producer stream on device 1: the event is made "
@@ -243,11 +243,11 @@ static void other_device_cases(void)
               "cuCtxGetDevice() = 0\n"
               "cudaSetDevice(1)\n"
               "cuCtxGetCurrent() = P1\n"
-              "cudaStreamIsCapturing(0x1) = 0\n"
-              "cudaEventCreateWithFlags(0x2) = ev1 on P1\n"
-              "cudaEventRecord(ev1, 0x1)\n"
+              "cudaStreamIsCapturing(cudaStreamLegacy) = 0\n"
+              "cudaEventCreateWithFlags(cudaEventDisableTiming) = ev1 on P1\n"
+              "cudaEventRecord(ev1, cudaStreamLegacy)\n"
               "cudaStreamIsCapturing(0x6000) = 0\n"
-              "cudaStreamWaitEvent(0x6000, ev1, 0x0)\n"
+              "cudaStreamWaitEvent(0x6000, ev1, cudaEventWaitDefault)\n"
               "cudaEventDestroy(ev1)\n"
               "cuCtxSetCurrent(P0)\n",
               cuda->log(), "legacy stream: the data's device's stream, then "
@@ -286,7 +286,7 @@ static void failure_cases(void)
     int rc;
 
     cuda->reset();
-    cuda->fail("cudaEventRecord", 400);
+    cuda->fail("cudaEventRecord", cudaErrorInvalidResourceHandle);
     rc = cai_cuda_order(&(cai_desc_t){.has_stream = 1,
                                       .stream = PRODUCER_STREAM,
                                       .device = {kDLCUDA, 0}},
@@ -300,7 +300,7 @@ static void failure_cases(void)
               "cuCtxGetCurrent() = P0\n"
               "cuStreamGetCtx(0x5000) = P0\n"
               "cudaStreamIsCapturing(0x5000) = 0\n"
-              "cudaEventCreateWithFlags(0x2) = ev1 on P0\n"
+              "cudaEventCreateWithFlags(cudaEventDisableTiming) = ev1 on P0\n"
               "cudaEventRecord(ev1, 0x5000) -> error 400\n"
               "cudaEventDestroy(ev1)\n"
               "cudaGetErrorString(400)\n"
@@ -310,7 +310,7 @@ static void failure_cases(void)
     is_int(0, cuda->live_events(), "record fails: no event left alive");
 
     cuda->reset();
-    cuda->fail("cudaStreamWaitEvent", 400);
+    cuda->fail("cudaStreamWaitEvent", cudaErrorInvalidResourceHandle);
     rc = cai_cuda_order(&(cai_desc_t){.has_stream = 1,
                                       .stream = PRODUCER_STREAM,
                                       .device = {kDLCUDA, 0}},
@@ -321,7 +321,7 @@ static void failure_cases(void)
     is_int(0, cuda->live_events(), "wait fails: event destroyed");
 
     cuda->reset();
-    cuda->fail("cudaEventDestroy", 700);
+    cuda->fail("cudaEventDestroy", cudaErrorIllegalAddress);
     rc = cai_cuda_order(&(cai_desc_t){.has_stream = 1,
                                       .stream = PRODUCER_STREAM,
                                       .device = {kDLCUDA, 0}},
@@ -331,7 +331,7 @@ static void failure_cases(void)
              "destroy fails: the message names the call");
 
     cuda->reset();
-    cuda->fail("cudaEventCreateWithFlags", 35);
+    cuda->fail("cudaEventCreateWithFlags", cudaErrorInsufficientDriver);
     rc = cai_cuda_order(&(cai_desc_t){.has_stream = 1,
                                       .stream = PRODUCER_STREAM,
                                       .device = {kDLCUDA, 0}},
@@ -369,7 +369,7 @@ static void synchronize_cases(void)
     cuda->reset();
     rc = cai_cuda_stream_synchronize(CAI_STREAM_LEGACY, &err);
     is_string("cudaPeekAtLastError() = 0\n"
-              "cudaStreamSynchronize(0x1)\n", cuda->log(),
+              "cudaStreamSynchronize(cudaStreamLegacy)\n", cuda->log(),
               "synchronize legacy: handle 1, never NULL");
 
     cuda->reset();
@@ -383,7 +383,7 @@ static void synchronize_cases(void)
     is_string("", cuda->log(), "synchronize 0: no call");
 
     cuda->reset();
-    cuda->fail("cudaStreamSynchronize", 719);
+    cuda->fail("cudaStreamSynchronize", cudaErrorLaunchFailure);
     rc = cai_cuda_stream_synchronize(CONSUMER_STREAM, &err);
     is_int(CAI_ECUDA, rc, "synchronize fails: CAI_ECUDA");
     contains(err.message, "cudaStreamSynchronize failed",

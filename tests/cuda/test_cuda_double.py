@@ -134,6 +134,13 @@ def cuda(double):
     return double
 
 
+def name(stream):
+    """A stream as the double logs it: the headers' names for the default
+    stream handles."""
+    return {1: "cudaStreamLegacy", 2: "cudaStreamPerThread"}.get(
+        stream, f"{stream:#x}")
+
+
 def event_ordering(p, s):
     """Device 0's primary context current, p a stream handle."""
     return [
@@ -141,11 +148,11 @@ def event_ordering(p, s):
         "cuCtxGetCurrent() = P0",
         f"cuStreamGetCtx({p:#x}) = P0",
         f"cudaStreamIsCapturing({p:#x}) = 0",
-        "cudaEventCreateWithFlags(0x2) = ev1 on P0",
+        "cudaEventCreateWithFlags(cudaEventDisableTiming) = ev1 on P0",
         f"cudaEventRecord(ev1, {p:#x})",
     ] + (["cuCtxGetDevice() = 0"] if s in (1, 2) else []) + [
-        f"cudaStreamIsCapturing({s:#x}) = 0",
-        f"cudaStreamWaitEvent({s:#x}, ev1, 0x0)",
+        f"cudaStreamIsCapturing({name(s)}) = 0",
+        f"cudaStreamWaitEvent({name(s)}, ev1, cudaEventWaitDefault)",
         "cudaEventDestroy(ev1)",
     ]
 
@@ -230,10 +237,10 @@ def test_producer_on_another_device(cuda):
         f"cuStreamGetCtx({PRODUCER:#x}) = P1",
         "cuCtxSetCurrent(P1)",
         f"cudaStreamIsCapturing({PRODUCER:#x}) = 0",
-        "cudaEventCreateWithFlags(0x2) = ev1 on P1",
+        "cudaEventCreateWithFlags(cudaEventDisableTiming) = ev1 on P1",
         f"cudaEventRecord(ev1, {PRODUCER:#x})",
         f"cudaStreamIsCapturing({CONSUMER:#x}) = 0",
-        f"cudaStreamWaitEvent({CONSUMER:#x}, ev1, 0x0)",
+        f"cudaStreamWaitEvent({CONSUMER:#x}, ev1, cudaEventWaitDefault)",
         "cudaEventDestroy(ev1)",
         "cuCtxSetCurrent(P0)",
     ]
