@@ -243,6 +243,8 @@ struct cudriver {
     CUresult(CUDAAPI *ctx_set_current)(CUcontext);
     CUresult(CUDAAPI *ctx_get_device)(CUdevice *);
     CUresult(CUDAAPI *stream_get_ctx)(CUstream, CUcontext *);
+    CUresult(CUDAAPI *pointer_get_attribute)(void *, CUpointer_attribute,
+                                             CUdeviceptr);
 };
 
 #define DRIVER_ENTRY_POINT(name, field) {name, offsetof(struct cudriver, field)}
@@ -252,6 +254,7 @@ static const struct entry_point driver_entry_points[] = {
     DRIVER_ENTRY_POINT("cuCtxSetCurrent", ctx_set_current),
     DRIVER_ENTRY_POINT("cuCtxGetDevice", ctx_get_device),
     DRIVER_ENTRY_POINT("cuStreamGetCtx", stream_get_ctx),
+    DRIVER_ENTRY_POINT("cuPointerGetAttribute", pointer_get_attribute),
 };
 
 /* Written once under pthread_once, read-only afterwards. */
@@ -1062,7 +1065,7 @@ static int current_device(struct op *op, int *device)
 {
     CUdevice d;
 
-    if (ctx_save(op) != 0)
+    if (!op->have_saved && ctx_save(op) != 0)
         return -1;
     if (op->have_saved && op->saved != NULL) {
         if (op_failed(op, "cuCtxGetDevice", driver.ctx_get_device(&d)))
@@ -1122,9 +1125,33 @@ static int locate(const void *ptr, intptr_t stream, DLDevice *out,
     }
 
     memset(&a, 0, sizeof a);
-    if (op_failed(&op, "cudaPointerGetAttributes",
-                  runtime.pointer_get_attributes(&a.attributes, ptr)))
+    a.attributes.type = cudaMemoryTypeUnregistered;
+    if (ctx_save(&op) != 0)
         return op_end(&op, err);
+    if (op.have_saved && op.saved == NULL) {
+        /* With no context current the runtime would make one (a primary
+         * context on the thread's device, 0 on a fresh thread) for its
+         * lookup: the driver names the memory's own context, which is
+         * made current for it; memory of no context is not CUDA's. */
+        CUcontext owner = NULL;
+
+        if (driver.pointer_get_attribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT,
+                                         (CUdeviceptr)(uintptr_t)ptr) ==
+                CUDA_SUCCESS &&
+            owner != NULL && ctx_switch(&op, owner) == 0 &&
+            op_failed(&op, "cudaPointerGetAttributes",
+                      runtime.pointer_get_attributes(&a.attributes, ptr))) {
+            ctx_restore(&op);
+            return op_end(&op, err);
+        }
+        ctx_restore(&op);
+        if (op.call != NULL || op.restore_call != NULL)
+            return op_end(&op, err);
+    } else if (op_failed(&op, "cudaPointerGetAttributes",
+                         runtime.pointer_get_attributes(&a.attributes,
+                                                        ptr))) {
+        return op_end(&op, err);
+    }
     switch (a.attributes.type) {
     case cudaMemoryTypeDevice:
         if (a.attributes.device < 0)
