@@ -259,12 +259,12 @@ CAI_API intptr_t cai_cuda_stream_from_handle(uintptr_t handle);
 /*
  * Makes work on consumer_stream wait for work already queued on the
  * producer's stream (CAI v3 "Synchronization"), without blocking the host:
- * cai_fence_record, cai_fence_wait and cai_fence_destroy in one call, so
- * the producer's stream is resolved now, on this thread.  No CUDA call is
- * made when the producer has no stream, when the array has no elements,
- * when the consumer passes CAI_STREAM_NO_SYNC, or when both are the same
- * stream handle.  A consumer stream of 0 is refused (CAI_EINVAL).  Nothing
- * is allocated; producer stays the caller's.
+ * a fence recorded, waited on and destroyed in one call, so the producer's
+ * stream is resolved now, on this thread.  Only producer->has_stream,
+ * stream and device are read.  No CUDA call is made when the producer has
+ * no stream, when the consumer passes CAI_STREAM_NO_SYNC, or when both are
+ * the same stream.  A consumer stream of 0 is refused (CAI_EINVAL).
+ * Nothing is allocated; producer stays the caller's.
  */
 CAI_API int cai_cuda_order(const cai_desc_t *producer, intptr_t consumer_stream,
                            cai_error_t *err) CAI_WUR CAI_NONNULL(1);
@@ -285,7 +285,8 @@ typedef struct cai_fence cai_fence_t;
 
 /*
  * Records a fence on producer->stream now and writes it to *out, which the
- * caller then owns and must pass to cai_fence_destroy.  *out is set to NULL
+ * caller then owns and must pass to cai_fence_destroy.  producer's
+ * has_stream, stream, device, ndim and shape are read.  *out is set to NULL
  * (success, nothing to own) when no ordering is needed: no producer stream,
  * no elements, or a default stream on a thread with no CUDA context (that
  * thread queued nothing).  The event is created in the stream's context

@@ -38,10 +38,10 @@ static int is_default_stream(intptr_t stream)
     return stream == CAI_STREAM_LEGACY || stream == CAI_STREAM_PER_THREAD;
 }
 
-/* Checks the producer's side; 1 when there is something to order. */
+/* Checks the producer's stream; 1 when there is something to order.
+ * Reads has_stream and stream only. */
 static int producer_needs_order(const cai_desc_t *producer, cai_error_t *err)
 {
-    int64_t count;
     int rc;
 
     if (!producer->has_stream)
@@ -53,11 +53,6 @@ static int producer_needs_order(const cai_desc_t *producer, cai_error_t *err)
         return cai_fail(err, CAI_EINVAL, "stream",
                         "producer stream = -1 is not a stream: CAI v3 gives "
                         "None, 1, 2 or a cudaStream_t handle");
-    /* No element is read, so no write has to be waited for. */
-    if (producer->ndim > 0 && producer->ndim <= CAI_MAX_NDIM &&
-        cai_element_count(producer->ndim, producer->shape, &count) == 0 &&
-        count == 0)
-        return 0;
     return 1;
 }
 
@@ -1230,10 +1225,16 @@ int cai_cuda_locate_desc(const cai_desc_t *desc, DLDevice *out,
 int cai_fence_record(const cai_desc_t *producer, cai_fence_t **out,
                      cai_error_t *err)
 {
+    int64_t count;
     int rc;
 
     *out = NULL;
     rc = producer_needs_order(producer, err);
+    /* No element is read, so no write has to be waited for. */
+    if (rc > 0 && producer->ndim > 0 && producer->ndim <= CAI_MAX_NDIM &&
+        cai_element_count(producer->ndim, producer->shape, &count) == 0 &&
+        count == 0)
+        rc = 0;
     if (rc <= 0) {
         if (rc == 0)
             cai_ok(err);
