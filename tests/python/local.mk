@@ -15,6 +15,10 @@ CAI_PYTHON_TESTS = \
 CAI_PYTHON_TESTS += tests/python/test_hostile.py tests/python/test_soak.py \
 	tests/python/test_threads.py
 
+# The type stubs against the module, and the GIL on free-threaded builds.
+CAI_PYTHON_TESTS += tests/python/test_stubs.py \
+	tests/python/test_free_threading.py
+
 EXTRA_DIST += $(CAI_PYTHON_TESTS) tests/python/conftest.py \
 	tests/python/pip-install.sh tests/python/tapreport.py
 
