@@ -255,7 +255,7 @@ def test_sync_off_by_environment():
     """CAIBRIDGE_SYNC=0 at import turns ordering off for the whole process."""
     script = f"""
 import ctypes, caibridge
-from test_cuda_double import Double, DeviceArray, double_path
+from test_stream_order import Double, DeviceArray, double_path
 d = Double(double_path())
 d.pointer({DEVICE_PTR}, 2, 0)
 view = caibridge.as_dlpack(DeviceArray(stream={PRODUCER}))
