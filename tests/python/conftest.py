@@ -87,12 +87,12 @@ def collect():
 
 # ---- Optional consumers, skipped per test (never per file) with a reason.
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def torch():
     return pytest.importorskip("torch")
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def jax():
     """JAX with 64-bit types.  CAIBRIDGE_TEST_NO_JAX=1 (set by the
     AddressSanitizer run: XLA does not run under ASan) skips the tests that
@@ -219,6 +219,7 @@ _api.PyCapsule_SetName.restype = ctypes.c_int
 _api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
 _api.PyCapsule_IsValid.restype = ctypes.c_int
 _api.PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+PyCapsule_GetPointer = _api.PyCapsule_GetPointer
 # Capsule names must outlive the capsule: module-level bytes objects.
 USED_VERSIONED = b"used_dltensor_versioned"
 USED_LEGACY = b"used_dltensor"

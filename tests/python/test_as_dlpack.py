@@ -4,11 +4,18 @@ Every case checks the values and that the consumer's data pointer is the
 producer's (no copy).  Where a consumer refuses a layout, the test asserts
 the refusal it makes, so a change in the consumer shows up here.
 """
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 
 import caibridge
-from conftest import DTYPES, HostProducer, data_pointer, filled
+from conftest import (DTYPES, DLManagedTensorVersioned, HostProducer,
+                      PyCapsule_GetPointer, data_pointer, filled)
 
 
 def layouts(dtype):
@@ -37,8 +44,12 @@ def torch_view(torch, producer):
     return torch.from_dlpack(caibridge.as_dlpack(producer))
 
 
-def numpy_view(producer):
-    return np.from_dlpack(caibridge.as_dlpack(producer))
+def element_strides(view):
+    """The strides of the DLTensor in a versioned capsule of view."""
+    capsule = view.__dlpack__(max_version=(1, 3))
+    tensor = DLManagedTensorVersioned.from_address(
+        PyCapsule_GetPointer(capsule, b"dltensor_versioned")).dl_tensor
+    return [tensor.strides[i] for i in range(tensor.ndim)]
 
 
 def jax_view(jax, array, producer):
@@ -70,23 +81,86 @@ def check_view(result, array):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_numpy_consumer(dtype, layout):
     array = layouts(dtype)[layout]
-    result = numpy_view(HostProducer(array))
-    check_view(result, array)
-    assert result.strides == array.strides or array.size == 0
+    view = caibridge.as_dlpack(HostProducer(array))
+    check_view(np.from_dlpack(view), array)
+    assert np.from_dlpack(view).strides == array.strides or array.size == 0
+    # The element strides themselves: a wrong one can wrap around 2**64 back
+    # to the right byte stride once a consumer multiplies by the item size.
+    if array.size > 0:
+        assert element_strides(view) == [s // array.itemsize
+                                          for s in array.strides]
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_torch_consumer(dtype, layout, torch):
+def test_torch_consumer(dtype, layout, torch, request):
     if layout == "negative":
-        pytest.skip("torch has no negative strides: torch.from_dlpack aborts "
-                    "the process (c10::Error in computeStorageNbytes)")
+        torch_aborts_on_negative_strides(
+            request.getfixturevalue("torch_on_negative_strides"), dtype)
+        return
     array = layouts(dtype)[layout]
     result = torch_view(torch, HostProducer(array))
     check_view(result, array)
     if array.size > 0:
         itemsize = array.dtype.itemsize
         assert result.stride() == tuple(s // itemsize for s in array.strides)
+
+
+NEGATIVE_INTO_TORCH = textwrap.dedent("""
+    import os
+    import sys
+    import numpy as np
+    import torch
+    import caibridge
+
+    sys.path.insert(0, sys.argv[1])
+    from conftest import DTYPES, filled
+
+    for dtype in DTYPES:
+        array = filled((4, 5), dtype)[::-1, ::-2]
+        view = caibridge.as_dlpack(array)
+        mine = np.from_dlpack(view)  # caibridge's capsule, read by NumPy
+        ours = mine.tolist() == array.tolist() and \\
+            mine.strides == array.strides
+        for source in (view, array):  # caibridge's, NumPy's own __dlpack__
+            pid = os.fork()
+            if pid == 0:
+                torch.from_dlpack(source)
+                os._exit(0)
+            _, status = os.waitpid(pid, 0)
+            print(dtype, type(source).__name__, int(ours),
+                  os.WTERMSIG(status) if os.WIFSIGNALED(status) else "exit",
+                  flush=True)
+""")
+
+
+@pytest.fixture(scope="module")
+def torch_on_negative_strides(torch):
+    """What torch.from_dlpack does with negative strides, per dtype, each
+    in a forked child (it aborts the process on them)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = subprocess.run([sys.executable, "-c", NEGATIVE_INTO_TORCH, here],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    seen = {}
+    for line in out.stdout.splitlines():
+        dtype, source, ours, end = line.split()
+        seen[dtype, source] = (ours == "1", end)
+    return seen, out.stderr
+
+
+def torch_aborts_on_negative_strides(seen, dtype):
+    """torch.from_dlpack aborts (an uncaught c10::Error) on negative strides,
+    from caibridge as from NumPy's own __dlpack__, while caibridge's capsule
+    reads right in NumPy.  If torch learns negative strides, this fails and
+    the case can run in-process."""
+    seen, stderr = seen
+    for source in ("DLPackView", "ndarray"):
+        ours, end = seen[dtype, source]
+        assert ours, f"{dtype}: caibridge's capsule read wrong in NumPy"
+        assert end == str(int(signal.SIGABRT)), \
+            f"{dtype}, {source}: torch ended with {end}\n{stderr[-2000:]}"
+    assert "c10::Error" in stderr
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)

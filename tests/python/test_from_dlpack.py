@@ -245,23 +245,58 @@ def test_cuda_round_trip_describes_same_memory(make, device):
     assert back.__dlpack_device__() == device
 
 
-@pytest.mark.parametrize("stream, expected", [
-    (None, 1), (-1, None), (1, 1), (2, 2), (0x7F00DEADBEEF, 0x7F00DEADBEEF)])
-def test_cuda_round_trip_stream(stream, expected):
-    back, _ = cuda_round_trip(filled((4,), "float32"), stream=stream)
-    assert back.__cuda_array_interface__["stream"] == expected
+class RecordingCUDAProducer:
+    """A DLPack producer of CUDA memory (the device given, no GPU touched)
+    that records the stream each __dlpack__ call asks for."""
+
+    def __init__(self, array):
+        self.view = caibridge.as_dlpack(CAIProducer(cai_of(array), keep=array),
+                                        device=(2, 0))
+        self.streams = []
+
+    def __dlpack_device__(self):
+        return self.view.__dlpack_device__()
+
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None,
+                   copy=None):
+        self.streams.append(stream)
+        return self.view.__dlpack__(stream=stream, max_version=max_version)
+
+
+class Stream:
+    def __cuda_stream__(self):
+        return (0, 1234)
+
+
+@pytest.mark.parametrize("stream, asked, reported", [
+    (None, 1, 1),  # the legacy default stream, as the DLPack spec says
+    (-1, -1, None),
+    (1, 1, 1),
+    (2, 2, 2),
+    (0x7F00DEADBEEF, 0x7F00DEADBEEF, 0x7F00DEADBEEF),
+    (Stream(), 1234, 1234),
+], ids=["None", "-1", "legacy", "per-thread", "handle", "__cuda_stream__"])
+def test_cuda_producer_asked_for_the_consumer_stream(stream, asked, reported):
+    producer = RecordingCUDAProducer(filled((4,), "float32"))
+    kwargs = {} if stream is None else {"stream": stream}
+    back = caibridge.from_dlpack(producer, **kwargs)
+    assert producer.streams == [asked], "the stream handed to __dlpack__"
+    assert back.__cuda_array_interface__["stream"] == reported
+
+
+def test_host_producer_asked_for_no_stream():
+    producer = CountingProducer(filled((3,), "float32"))
+    caibridge.from_dlpack(producer, stream=5)
+    assert [r["stream"] for r in producer.requests] == [None], \
+        "host memory takes no stream"
 
 
 def test_cuda_stream_object():
-    class Stream:
-        def __cuda_stream__(self):
-            return (0, 1234)
-
-    back, _ = cuda_round_trip(filled((4,), "float32"), stream=Stream())
-    assert back.__cuda_array_interface__["stream"] == 1234
     view = caibridge.as_dlpack(
         CAIProducer(cai_of(filled((2,), "int8"))), device=(2, 0))
     assert "dltensor" in repr(view.__dlpack__(stream=Stream()))
+    with pytest.raises(TypeError, match="stream"):
+        view.__dlpack__(stream=object())
 
 
 def test_cuda_stream_zero_refused():

@@ -397,6 +397,38 @@ def test_host_offset():
         caibridge.as_dlpack(HostProducer(array, offset="4"))
 
 
+@pytest.mark.parametrize("flag, readonly", [
+    (False, False), (True, True), (0, False), (1, True), (2, True)])
+@pytest.mark.parametrize("cuda", [True, False], ids=["CAI", "array-iface"])
+def test_readonly_flag_of_data(cuda, flag, readonly):
+    """data[1] is read as a truth value: an int 1 is read-only like True."""
+    iface = dict(valid_iface(), data=(POINTER, flag))
+    view = caibridge.as_dlpack(producer_for(iface, cuda),
+                               device=CUDA_DEVICE if cuda else None)
+    back = caibridge.from_dlpack(view.__dlpack__(max_version=(1, 3)))
+    got = back.__cuda_array_interface__ if cuda else back.__array_interface__
+    assert got["data"] == (POINTER, readonly)
+
+
+def test_buffer_reached_before_its_start():
+    """Negative strides from the start of a buffer object reach before it:
+    refused, as reaching past its end is."""
+    raw = bytearray(range(8))
+    base = {"shape": (4,), "typestr": "|u1", "data": raw, "version": 3,
+            "strides": (-1,)}
+    with pytest.raises(ValueError, match="reaches bytes -3 to 1 of a buffer "
+                                         "of 8 bytes"):
+        caibridge.as_dlpack(DictHost(dict(base)))
+    with pytest.raises(ValueError, match="reaches bytes -2 to 2 of"):
+        caibridge.as_dlpack(DictHost(dict(base, offset=1)))
+    view = caibridge.as_dlpack(DictHost(dict(base, offset=3)))
+    assert np.from_dlpack(view).tolist() == [3, 2, 1, 0]
+    view = caibridge.as_dlpack(DictHost(dict(base, offset=7)))
+    assert np.from_dlpack(view).tolist() == [7, 6, 5, 4]
+    with pytest.raises(ValueError, match="reaches bytes 5 to 9 of"):
+        caibridge.as_dlpack(DictHost(dict(base, offset=8)))
+
+
 def test_host_data_of_wrong_type():
     with pytest.raises(TypeError, match="data must be"):
         caibridge.as_dlpack(HostProducer(np.zeros(2), data=3.5))
@@ -608,21 +640,35 @@ MUTATING_SCRIPT = textwrap.dedent("""
              "data": (backing.ctypes.data, False), "strides": None}
         if field == "shape":
             d["shape"] = (Clears(d), Tail(), Tail())
+            expected_shape, expected_strides = (4, 4, 4), None
         else:
             d["strides"] = (Clears(d), Tail())
             d["shape"] = (4, 4)
+            expected_shape, expected_strides = (4, 4), (4, 4)
         p = P()
         setattr(P, "__cuda_array_interface__" if cuda
                 else "__array_interface__", property(lambda self: d))
         try:
-            caibridge.as_dlpack(p, device=(2, 0) if cuda else None)
-            outcomes.add("accepted")
+            view = caibridge.as_dlpack(p, device=(2, 0) if cuda else None)
         except (TypeError, ValueError, BufferError) as e:
-            assert str(e), "empty message"
-            outcomes.add(type(e).__name__)
-        delattr(P, "__cuda_array_interface__" if cuda
-                else "__array_interface__")
-    print(" ".join(sorted(outcomes)))
+            # A refusal names the field whose entry vanished.
+            outcomes.add(f"refused naming {field}" if field in str(e)
+                         else f"refused: {e!r}")
+            continue
+        finally:
+            delattr(P, "__cuda_array_interface__" if cuda
+                    else "__array_interface__")
+        # Accepted: the descriptor is the one the dict held when read.
+        back = caibridge.from_dlpack(view)
+        got = (back.__cuda_array_interface__ if cuda
+               else back.__array_interface__)
+        same = (got["shape"] == expected_shape and
+                got["strides"] == expected_strides and
+                got["typestr"] == "<f4" and
+                got["data"] == (backing.ctypes.data, False))
+        outcomes.add("accepted, consistent" if same
+                     else f"accepted, inconsistent: {got!r}")
+    print("\\n".join(sorted(outcomes)))
 """)
 
 
@@ -640,4 +686,7 @@ def test_dict_emptied_while_parsed(field, cuda):
     assert result.returncode == 0, (
         f"exit {result.returncode}: the reader used a freed tuple\n"
         f"{result.stderr[-2000:]}")
-    assert result.stdout.strip(), result.stderr
+    outcomes = set(result.stdout.splitlines())
+    assert outcomes, result.stderr
+    assert outcomes <= {"accepted, consistent", f"refused naming {field}"}, \
+        outcomes
