@@ -1,4 +1,8 @@
-"""caibridge's Python layer on the recording CUDA runtime double.
+"""caibridge's Python layer on the recording CUDA runtime double: what the
+module hands the core (the pointer or device to look up, the consumer's
+stream from None, ints and __cuda_stream__, sync) and the exception each
+failure becomes.  The core's own rules (memory kinds, the event sequence,
+switching devices, cleanup after a failure) are tests/cuda/*-t.c's.
 
 The double (tests/cuda/cudart-double.c) is selected with CAIBRIDGE_CUDART
 before caibridge makes its first CUDA call; ctypes opens the same shared
@@ -123,14 +127,14 @@ def cuda(double):
     return double
 
 
-def event_ordering(p, s, device=0):
-    return [
-        f"cudaGetDevice() = {device}",
-        f"cudaEventCreateWithFlags(0x2) = ev1 on device {device}",
-        f"cudaEventRecord(ev1, {p:#x})",
-        f"cudaStreamWaitEvent({s:#x}, ev1, 0x0)",
-        "cudaEventDestroy(ev1)",
-    ]
+def ordered(log):
+    """(producer stream, consumer stream) of the ordering in a call log: the
+    streams the module handed the core (the sequence is order-t.c's)."""
+    record = [line for line in log if line.startswith("cudaEventRecord(")]
+    wait = [line for line in log if line.startswith("cudaStreamWaitEvent(")]
+    assert len(record) == len(wait) == 1, log
+    return (int(record[0].split(", ")[1].rstrip(")"), 16),
+            int(wait[0][len("cudaStreamWaitEvent("):].split(",")[0], 16))
 
 
 # ---- where the data is ----
@@ -142,18 +146,11 @@ def test_device_memory_is_on_its_own_device(cuda):
     assert cuda.log() == [f"cudaPointerGetAttributes({DEVICE_PTR:#x})"]
 
 
-@pytest.mark.parametrize("kind, expected", [
-    (PINNED, (KDLCUDAHOST, 0)),
-    (MANAGED, (KDLCUDAMANAGED, 0)),
-])
-def test_host_accessible_memory(cuda, kind, expected):
-    cuda.pointer(DEVICE_PTR, kind, 1)
-    assert caibridge.as_dlpack(DeviceArray()).__dlpack_device__() == expected
-
-
 def test_unregistered_host_memory_is_refused(cuda):
-    with pytest.raises(BufferError, match="not registered with CUDA"):
+    with pytest.raises(BufferError) as info:
         caibridge.as_dlpack(DeviceArray())
+    assert not isinstance(info.value, caibridge.CUDAError), \
+        "a refusal of the memory, not a CUDA failure"
 
 
 def test_zero_size_array_takes_the_current_device(cuda):
@@ -171,8 +168,7 @@ def test_explicit_device_skips_the_lookup(cuda):
 
 def test_no_driver_is_a_cuda_error(cuda):
     cuda.fail("*", 35)
-    with pytest.raises(caibridge.CUDAError,
-                       match=r"cudaPointerGetAttributes failed.*CUDA error 35"):
+    with pytest.raises(caibridge.CUDAError, match="CUDA error 35"):
         caibridge.as_dlpack(DeviceArray())
 
 
@@ -196,29 +192,33 @@ def test_consumer_waits_on_an_event(cuda, consumer, seen):
     view = located(cuda, PRODUCER)
     capsule = view.__dlpack__(stream=consumer)
     assert type(capsule).__name__ == "PyCapsule"
-    assert cuda.log() == event_ordering(PRODUCER, seen)
-    assert cuda.live_events() == 0
-    assert not any("cudaStreamSynchronize" in line for line in cuda.log())
+    assert ordered(cuda.log()) == (PRODUCER, seen)
+
+
+@pytest.mark.parametrize("consumer, seen", [
+    (None, 1),
+    (CONSUMER, CONSUMER),
+    (CudaStream(CONSUMER), CONSUMER),
+])
+def test_from_dlpack_of_a_view_orders_on_the_consumer_stream(cuda, consumer,
+                                                             seen):
+    view = located(cuda, PRODUCER)
+    kwargs = {} if consumer is None else {"stream": consumer}
+    back = caibridge.from_dlpack(view, **kwargs)
+    assert ordered(cuda.log()) == (PRODUCER, seen)
+    assert back.__cuda_array_interface__["stream"] == seen
 
 
 def test_producer_on_another_device(cuda):
     view = located(cuda, PRODUCER, device=1)
     view.__dlpack__(stream=CONSUMER)
-    assert cuda.log() == [
-        "cudaGetDevice() = 0",
-        "cudaSetDevice(1)",
-        "cudaEventCreateWithFlags(0x2) = ev1 on device 1",
-        f"cudaEventRecord(ev1, {PRODUCER:#x})",
-        f"cudaStreamWaitEvent({CONSUMER:#x}, ev1, 0x0)",
-        "cudaEventDestroy(ev1)",
-        "cudaSetDevice(0)",
-    ]
+    assert "cudaEventCreateWithFlags(0x2) = ev1 on device 1" in cuda.log(), \
+        "the event is made on the view's device"
 
 
 @pytest.mark.parametrize("producer, consumer, kwargs", [
     (None, CONSUMER, {}),          # the producer named no stream
     (PRODUCER, -1, {}),            # the consumer orders itself
-    (PRODUCER, PRODUCER, {}),      # one stream: already in order
     (PRODUCER, CONSUMER, {"sync": False}),  # the user opted out
 ])
 def test_no_ordering_call(cuda, producer, consumer, kwargs):
@@ -234,14 +234,11 @@ def test_stream_zero_is_refused(cuda):
     assert cuda.log() == []
 
 
-def test_failed_record_still_destroys_the_event(cuda):
+def test_failed_record_is_a_cuda_error(cuda):
     view = located(cuda, PRODUCER)
     cuda.fail("cudaEventRecord", 400)
-    with pytest.raises(caibridge.CUDAError,
-                       match=r"cudaEventRecord failed.*CUDA error 400"):
+    with pytest.raises(caibridge.CUDAError, match="CUDA error 400"):
         view.__dlpack__(stream=CONSUMER)
-    assert "cudaEventDestroy(ev1)" in cuda.log()
-    assert cuda.live_events() == 0
 
 
 def test_device_data_is_not_exported_to_the_cpu(cuda):
