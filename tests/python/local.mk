@@ -7,7 +7,7 @@ CAI_PYTHON_TESTS = \
 	tests/python/test_as_dlpack.py \
 	tests/python/test_lifetime.py \
 	tests/python/test_from_dlpack.py \
-	tests/python/test_descriptors.py \
+	tests/python/test_arguments.py \
 	tests/python/test_exchange_api.py \
 	$(empty)
 
@@ -16,7 +16,7 @@ CAI_PYTHON_TESTS = \
 CAI_PYTHON_TESTS += tests/python/test_core_oracle.py
 
 # Hardening (issue 6, helper "harden"): hostile input, leak soak, threads.
-CAI_PYTHON_TESTS += tests/python/test_hostile.py tests/python/test_soak.py \
+CAI_PYTHON_TESTS += tests/python/test_interface.py tests/python/test_soak.py \
 	tests/python/test_threads.py
 
 # Sub-interpreters, legacy and (3.12+) isolated; run-subinterp.sh runs them
