@@ -168,8 +168,14 @@ def ordered(log):
     record = [line for line in log if line.startswith("cudaEventRecord(")]
     wait = [line for line in log if line.startswith("cudaStreamWaitEvent(")]
     assert len(record) == len(wait) == 1, log
-    return (int(record[0].split(", ")[1].rstrip(")"), 16),
-            int(wait[0][len("cudaStreamWaitEvent("):].split(",")[0], 16))
+    return (handle(record[0].split(", ")[1].rstrip(")")),
+            handle(wait[0][len("cudaStreamWaitEvent("):].split(",")[0]))
+
+
+def handle(logged):
+    """A stream as the double logs it, back to its handle (see name())."""
+    named = {"cudaStreamLegacy": 1, "cudaStreamPerThread": 2}
+    return named[logged] if logged in named else int(logged, 16)
 
 
 # ---- where the data is ----
