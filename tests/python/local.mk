@@ -13,6 +13,10 @@ CAI_PYTHON_TESTS = \
 CAI_PYTHON_TESTS += tests/python/test_hostile.py tests/python/test_soak.py \
 	tests/python/test_threads.py
 
+# The array interface read as NumPy reads it; NumPy as the oracle.
+CAI_PYTHON_TESTS += tests/python/test_interface_semantics.py \
+	tests/python/test_numpy_oracle.py
+
 EXTRA_DIST += $(CAI_PYTHON_TESTS) tests/python/conftest.py \
 	tests/python/pip-install.sh
 
