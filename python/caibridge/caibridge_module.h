@@ -41,7 +41,8 @@ enum {
     F_OFFSET, F_COUNT, /* the interface entries end here */
     N_CAI = F_COUNT, N_AI, N_DLPACK, N_DLPACK_DEVICE, N_CUDA_STREAM,
     N_EXCHANGE_API, N_EXCHANGE_API_OLD, N_DEVICE, N_SYNC,
-    N_ALLOW_READONLY_LEGACY, N_MAX_VERSION, N_DL_DEVICE, N_COPY, N_COUNT
+    N_ALLOW_READONLY_LEGACY, N_MAX_VERSION, N_DL_DEVICE, N_COPY,
+    N_LEGACY_WRITABLE, N_REQUIRES_GRAD, N_IS_CONJ, N_COUNT
 };
 
 #define KEY_SLOT_MASK 63
@@ -188,6 +189,8 @@ int describe(cai_state *st, PyObject *obj, PyObject *device, int validate,
 /* streams.c */
 int check_stream(cai_state *st, const cai_desc_t *d, PyObject *arg,
                  intptr_t *consumer);
+int check_stream_value(const cai_desc_t *d, int given, intptr_t s,
+                       intptr_t *consumer);
 int order_streams(cai_state *st, const cai_desc_t *d, intptr_t consumer,
                   int sync);
 PyObject *reported_stream(int given, intptr_t s);
@@ -202,7 +205,7 @@ PyObject *desc_to_capsule(cai_state *st, const cai_desc_t *desc,
                           int versioned, unsigned options, void *owner,
                           cai_release_fn release);
 PyObject *tensor_from_capsule(cai_state *st, PyObject *capsule,
-                              PyObject *stream);
+                              PyObject *stream, int legacy_writable);
 
 /* Wraps a tensor from cai_tensor_new in a capsule, or deletes it. */
 static inline PyObject *tensor_capsule(void *tensor, int versioned)
@@ -300,13 +303,14 @@ static inline int view_tensor(DLPackViewObject *v, int versioned,
 extern PyType_Spec caiview_spec;
 extern const char from_dlpack_doc[];
 PyObject *caiview_new(cai_state *st, void *tensor, int versioned,
-                      PyObject *stream);
+                      PyObject *stream, int readonly);
 PyObject *from_dlpack(PyObject *module, PyObject *const *args,
                       Py_ssize_t nargs, PyObject *kwnames);
 
 /* exchange.c */
 int exchange_publish(cai_state *st, PyTypeObject *view_type);
 const DLPackExchangeAPI *foreign_table(cai_state *st, PyObject *x);
+int table_agrees(cai_state *st, PyObject *x);
 PyObject *from_foreign_table(cai_state *st, PyObject *x,
                              const DLPackExchangeAPI *api, int given);
 

@@ -201,6 +201,9 @@ static const char *const name_text[N_COUNT] = {
     [N_MAX_VERSION] = "max_version",
     [N_DL_DEVICE] = "dl_device",
     [N_COPY] = "copy",
+    [N_LEGACY_WRITABLE] = "legacy_writable",
+    [N_REQUIRES_GRAD] = "requires_grad",
+    [N_IS_CONJ] = "is_conj",
 };
 
 static int module_traverse(PyObject *module, visitproc visit, void *arg)
