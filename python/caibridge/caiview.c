@@ -357,16 +357,13 @@ PyObject *from_dlpack(PyObject *module, PyObject *const *args,
                       Py_ssize_t nargs, PyObject *kwnames)
 {
     cai_state *st = PyModule_GetState(module);
-    PyObject *const names[] = {st->name[F_STREAM],
-                               st->name[N_LEGACY_WRITABLE]};
     PyObject *values[2] = {NULL, NULL}, *x, *stream_obj, *result;
-    const DLPackExchangeAPI *api;
     intptr_t s;
     int given, legacy_writable;
 
     if (check_positional("from_dlpack", nargs, 1) != 0 ||
-        parse_keywords("from_dlpack", args + nargs, kwnames, names, values,
-                       2) != 0 ||
+        parse_keywords("from_dlpack", args + nargs, kwnames,
+                       st->kw_from_dlpack, values, 2) != 0 ||
         (legacy_writable = read_flag(values[1], "legacy_writable", 0)) < 0)
         return NULL;
     x = args[0];
@@ -396,13 +393,7 @@ PyObject *from_dlpack(PyObject *module, PyObject *const *args,
     if (is_view(x))
         return from_view(st, (DLPackViewObject *)x, given, s);
     if ((!given || s == CAI_STREAM_NO_SYNC) &&
-        (api = foreign_table(st, x)) != NULL) {
-        int agrees = table_agrees(st, x);
-
-        if (agrees < 0)
-            return NULL;
-        if (agrees)
-            return from_foreign_table(st, x, api, given);
-    }
+        from_foreign_table(st, x, given, &result))
+        return result;
     return from_producer(st, x, given, s, legacy_writable);
 }
