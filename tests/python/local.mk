@@ -19,6 +19,10 @@ CAI_PYTHON_TESTS += tests/python/test_core_oracle.py
 CAI_PYTHON_TESTS += tests/python/test_interface.py tests/python/test_soak.py \
 	tests/python/test_threads.py
 
+# The array interface read as NumPy reads it; NumPy as the oracle.
+CAI_PYTHON_TESTS += tests/python/test_interface_semantics.py \
+	tests/python/test_numpy_oracle.py
+
 # Sub-interpreters, legacy and (3.12+) isolated; run-subinterp.sh runs them
 # on another interpreter (make check-subinterp PYTHON312=...).
 CAI_PYTHON_TESTS += tests/python/test_subinterpreters.py
