@@ -158,8 +158,7 @@ static void copy_strided(char *dst, const char *src, const cai_desc_t *d,
 
 /* A C-contiguous, writable copy of host data in a tensor marked IS_COPIED;
  * the tensor owns the copy and frees it in its deleter. */
-static PyObject *copy_to_capsule(cai_state *st, const cai_desc_t *d,
-                                 int versioned)
+PyObject *copy_to_capsule(cai_state *st, const cai_desc_t *d, int versioned)
 {
     int64_t itemsize = cai_dtype_itemsize(d->dtype), count = 1, nbytes;
     cai_desc_t c;
@@ -283,22 +282,8 @@ static PyObject *view_dlpack(PyObject *self, PyTypeObject *defining_class,
         return NULL;
     if ((versioned = wants_versioned(values[1])) < 0)
         return NULL;
-    if (values[2] != NULL && values[2] != Py_None) {
-        DLDevice want;
-
-        if (read_device(st, values[2], "dl_device", &want) != 0)
-            return NULL;
-        if (want.device_type != v->device.device_type ||
-            want.device_id != v->device.device_id) {
-            PyErr_Format(PyExc_BufferError,
-                         "dl_device = (%d, %d): the data lives on (%d, %d) "
-                         "and caibridge does not move data between devices",
-                         (int)want.device_type, (int)want.device_id,
-                         (int)v->device.device_type,
-                         (int)v->device.device_id);
-            return NULL;
-        }
-    }
+    if (check_dl_device(st, values[2], v->device) != 0)
+        return NULL;
     if ((copy = read_copy(values[3])) < 0)
         return NULL;
     return view_export(st, v, values[0], versioned, copy, v->sync);
@@ -315,14 +300,15 @@ static PyObject *view_dlpack_device(PyObject *self, PyObject *unused)
 static PyObject *view_repr(PyObject *self)
 {
     DLPackViewObject *v = (DLPackViewObject *)self;
+    const char *device = device_type_name(v->device.device_type);
     char typestr[CAI_TYPESTR_MAX];
     cai_error_t err;
 
     if (cai_typestr_format(v->dtype, typestr, &err) != 0)
         strcpy(typestr, "?");
     return PyUnicode_FromFormat(
-        "<caibridge.DLPackView ndim=%d typestr='%s' device=(%d, %d)%s of "
-        "%.100s>", v->ndim, typestr, (int)v->device.device_type,
+        "<caibridge.DLPackView ndim=%d typestr='%s' device=(%s, %d)%s of "
+        "%.100s>", v->ndim, typestr, device != NULL ? device : "?",
         (int)v->device.device_id, v->readonly ? " readonly" : "",
         Py_TYPE(v->obj)->tp_name);
 }

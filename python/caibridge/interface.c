@@ -421,6 +421,35 @@ static int check_buffer_bounds(const cai_desc_t *d, PyObject *keep)
     return 0;
 }
 
+/* An object with neither interface: one that exports only the buffer
+ * protocol is a host array (buffer.c); anything else is refused. */
+static int describe_other(cai_state *st, PyObject *obj, PyObject *device,
+                          cai_desc_t *d, PyObject **keep)
+{
+    DLDevice given;
+
+    *keep = NULL;
+    if (!PyObject_CheckBuffer(obj)) {
+        PyErr_Format(PyExc_TypeError,
+                     "%.100s has neither __cuda_array_interface__ nor "
+                     "__array_interface__ nor the buffer protocol",
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    if (device != NULL && device != Py_None) {
+        if (read_device(st, device, "device", &given) != 0)
+            return -1;
+        if (given.device_type != kDLCPU || given.device_id != 0) {
+            PyErr_Format(PyExc_BufferError,
+                         "device = (%d, %d): a buffer-protocol object is "
+                         "host memory, (kDLCPU, 0)", (int)given.device_type,
+                         (int)given.device_id);
+            return -1;
+        }
+    }
+    return describe_buffer(obj, d, keep);
+}
+
 /*
  * Everything as_dlpack and to_dlpack share: reads obj's interface into d,
  * then validates it and fills its device (given, kDLCPU for host arrays, or
@@ -440,12 +469,8 @@ int describe(cai_state *st, PyObject *obj, PyObject *device, int validate,
         is_cuda = 0;
         if (cai_lookup_attr(obj, st->name[N_AI], &iface) < 0)
             return -1;
-        if (iface == NULL) {
-            PyErr_Format(PyExc_TypeError,
-                         "%.100s has neither __cuda_array_interface__ nor "
-                         "__array_interface__", Py_TYPE(obj)->tp_name);
-            return -1;
-        }
+        if (iface == NULL)
+            return describe_other(st, obj, device, d, keep);
     }
     rc = read_desc(st, obj, iface, is_cuda, d, keep);
     Py_DECREF(iface);
