@@ -219,6 +219,8 @@ static int caiview_reexport(cai_state *st, CAIViewObject *v, cai_desc_t *d,
                             int versioned, void **out)
 {
     int64_t elem[CAI_MAX_NDIM];
+    cai_release_fn release = release_pyobject;
+    void *owner = v;
     unsigned options = 0;
     cai_error_t err;
     DLTensor t;
@@ -238,8 +240,13 @@ static int caiview_reexport(cai_state *st, CAIViewObject *v, cai_desc_t *d,
     t.strides = elem;
     t.byte_offset = 0;
     Py_INCREF(v);
-    if (cai_tensor_new(&t, d->readonly, versioned, options, v,
-                       release_pyobject, out, &err) != 0) {
+    if (st->home != NULL && owner_away(st->home, (PyObject *)v, &owner,
+                                       &release) != 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (cai_tensor_new(&t, d->readonly, versioned, options, owner, release,
+                       out, &err) != 0) {
         raise_status(st, &err);
         return -1;
     }

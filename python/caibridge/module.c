@@ -68,12 +68,18 @@ static int checked_tensor(cai_state *st, cai_desc_t *d, int versioned,
                           unsigned options, PyObject *owner, void **out)
 {
     int64_t elem[CAI_MAX_NDIM];
+    cai_release_fn release = release_pyobject;
+    void *held = owner;
     cai_error_t err;
     DLTensor t;
 
     if (cai_desc_check(d, elem, &err) != 0) {
         Py_DECREF(owner);
         raise_status(st, &err);
+        return -1;
+    }
+    if (st->home != NULL && owner_away(st->home, owner, &held, &release) != 0) {
+        PyErr_NoMemory();
         return -1;
     }
     t.data = d->data;
@@ -83,8 +89,8 @@ static int checked_tensor(cai_state *st, cai_desc_t *d, int versioned,
     t.shape = d->shape;
     t.strides = elem;
     t.byte_offset = 0;
-    if (cai_tensor_new(&t, d->readonly, versioned, options, owner,
-                       release_pyobject, out, &err) != 0) {
+    if (cai_tensor_new(&t, d->readonly, versioned, options, held, release,
+                       out, &err) != 0) {
         raise_status(st, &err);
         return -1;
     }
@@ -324,7 +330,13 @@ static int module_clear(PyObject *module)
 
 static void module_free(void *module)
 {
+    cai_state *st = PyModule_GetState((PyObject *)module);
+
     (void)module_clear((PyObject *)module);
+    if (st != NULL) {
+        home_release(st->home);
+        st->home = NULL;
+    }
 }
 
 static int intern_names(cai_state *st)
@@ -374,6 +386,10 @@ static int module_exec(PyObject *module)
 
     st->sync_enabled = !(env != NULL && strcmp(env, "0") == 0);
     st->foreign_table_imports = 0;
+    st->home = NULL;
+    if (PyInterpreterState_Get() != PyInterpreterState_Main() &&
+        (st->home = home_new(module)) == NULL)
+        return -1;
     if (intern_names(st) != 0)
         return -1;
     if ((st->DLPackView_Type = add_type(module, &dlpackview_spec)) == NULL ||
