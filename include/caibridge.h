@@ -150,6 +150,24 @@ CAI_API int cai_strides_elements_to_bytes(int ndim, const int64_t *elements,
 CAI_API int cai_is_c_contiguous(int ndim, const int64_t *shape,
                                 const int64_t *strides_bytes, int64_t itemsize);
 
+/*
+ * The bytes a strided layout addresses, relative to its data pointer: every
+ * element lies in [*lo, *hi), where
+ *   *lo = byte_offset + sum of strides[i] * (shape[i] - 1) over negative ones,
+ *   *hi = byte_offset + sum of the positive ones + itemsize.
+ * Byte strides may be negative or zero; NULL means C-contiguous.  An axis of
+ * length 1 never applies its stride.  A zero-size array addresses nothing:
+ * *lo = *hi = byte_offset.  Every product and sum is overflow-checked; a
+ * layout whose extent or element count does not fit in int64_t fails with
+ * CAI_EINVAL naming shape, strides[i] or offset, so a buffer of len bytes
+ * holds the array exactly when *lo >= 0 && *hi <= len.  No pointer is read
+ * or formed.  On failure *lo = *hi = 0.
+ */
+CAI_API int cai_layout_extent(int ndim, const int64_t *shape,
+                              const int64_t *strides_bytes, int64_t itemsize,
+                              int64_t byte_offset, int64_t *lo, int64_t *hi,
+                              cai_error_t *err) CAI_WUR CAI_NONNULL(6, 7);
+
 /* Checks every rule a descriptor must follow to be converted; reads only. */
 CAI_API int cai_desc_validate(const cai_desc_t *desc, cai_error_t *err)
     CAI_WUR CAI_NONNULL(1);

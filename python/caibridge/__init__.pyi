@@ -1,20 +1,40 @@
 import enum
-from typing import Any, Protocol, Tuple, TypeVar, Union
+from typing import Any, Protocol, Tuple, TypeVar, Union, final
 
 from typing_extensions import CapsuleType
+
+__all__ = [
+    "DLPACK_VERSION",
+    "SYNC_ENABLED",
+    "CAIView",
+    "CUDAError",
+    "DLPackView",
+    "DeviceType",
+    "__version__",
+    "add_array_interface",
+    "add_dlpack",
+    "as_dlpack",
+    "cuda_built",
+    "from_dlpack",
+    "kDLCPU",
+    "kDLCUDA",
+    "kDLCUDAHost",
+    "kDLCUDAManaged",
+    "to_dlpack",
+]
 
 __version__: str
 DLPACK_VERSION: Tuple[int, int]
 SYNC_ENABLED: int
 
-Device = Tuple[int, int]
+_Device = Tuple[int, int]
 
 _T = TypeVar("_T", bound=type)
 
 class _CUDAStream(Protocol):
     def __cuda_stream__(self) -> Tuple[int, int]: ...
 
-Stream = Union[None, int, _CUDAStream]
+_Stream = Union[None, int, _CUDAStream]
 
 class DeviceType(enum.IntEnum):
     kDLCPU = 1
@@ -41,6 +61,7 @@ kDLCUDAManaged: DeviceType
 
 class CUDAError(BufferError): ...
 
+@final
 class DLPackView:
     """A DLPack producer for a CAI / array-interface object (see as_dlpack)."""
 
@@ -50,13 +71,14 @@ class DLPackView:
     def __dlpack__(
         self,
         *,
-        stream: Stream = None,
+        stream: _Stream = None,
         max_version: Tuple[int, int] | None = None,
-        dl_device: Device | None = None,
+        dl_device: _Device | None = None,
         copy: bool | None = None,
     ) -> CapsuleType: ...
-    def __dlpack_device__(self) -> Device: ...
+    def __dlpack_device__(self) -> _Device: ...
 
+@final
 class CAIView:
     """Owns a DLPack tensor; describes it as an array interface and
     re-exports it as a DLPack producer."""
@@ -69,17 +91,17 @@ class CAIView:
     def __dlpack__(
         self,
         *,
-        stream: Stream = None,
+        stream: _Stream = None,
         max_version: Tuple[int, int] | None = None,
-        dl_device: Device | None = None,
+        dl_device: _Device | None = None,
         copy: bool | None = None,
     ) -> CapsuleType: ...
-    def __dlpack_device__(self) -> Device: ...
+    def __dlpack_device__(self) -> _Device: ...
 
 def as_dlpack(
     obj: Any,
     *,
-    device: Device | None = None,
+    device: _Device | None = None,
     sync: bool = True,
     allow_readonly_legacy: bool = False,
 ) -> DLPackView: ...
@@ -87,14 +109,14 @@ def to_dlpack(
     obj: Any,
     *,
     max_version: Tuple[int, int] | None = None,
-    device: Device | None = None,
-    stream: Stream = None,
+    device: _Device | None = None,
+    stream: _Stream = None,
     sync: bool = True,
     allow_readonly_legacy: bool = False,
-    dl_device: Device | None = None,
+    dl_device: _Device | None = None,
     copy: bool | None = None,
 ) -> CapsuleType: ...
-def from_dlpack(x: Any, *, stream: Stream = None) -> CAIView: ...
+def from_dlpack(x: Any, *, stream: _Stream = None) -> CAIView: ...
 def add_dlpack(cls: _T, /) -> _T: ...
 def add_array_interface(cls: _T, /) -> _T: ...
 def cuda_built() -> bool: ...

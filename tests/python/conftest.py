@@ -1,11 +1,32 @@
 """Shared producers and helpers for the caibridge Python tests."""
 import gc
+import importlib
+import os
 import weakref
 
 import numpy as np
 import pytest
 
 import caibridge
+
+
+def consumer(name, *submodules):
+    """An optional consumer: (module, mark).  The module is None when it
+    cannot be imported, and the mark skips a test that needs it, naming why:
+    CAIBRIDGE_WHY_NO_<NAME> when set (CI's interpreter matrix says there why
+    it did not install it), else the import error."""
+    why = None
+    try:
+        module = importlib.import_module(name)
+        for sub in submodules:
+            importlib.import_module(name + "." + sub)
+    except ImportError as exc:
+        module = None
+        why = os.environ.get("CAIBRIDGE_WHY_NO_" + name.upper()) or (
+            "not installed for this Python (%s)" % exc)
+    return module, pytest.mark.skipif(module is None,
+                                      reason="%s: %s" % (name, why))
+
 
 DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16",
           "uint32", "uint64", "float16", "float32", "float64", "complex64",

@@ -1,6 +1,8 @@
 # Python tests: one pytest file per TAP test, against the staged package in
 # the build tree (python/stage, made by python/local.mk).  pytest keeps no
 # cache and writes no bytecode, so a read-only srcdir (distcheck) is fine.
+# tapreport.py prints the TAP, or one skip line per file naming the test
+# tools this Python lacks and how to install them.
 CAI_PYTHON_TESTS = \
 	tests/python/test_as_dlpack.py \
 	tests/python/test_lifetime.py \
@@ -19,14 +21,14 @@ CAI_PYTHON_TESTS += tests/python/test_hostile.py tests/python/test_soak.py \
 	tests/python/test_threads.py
 
 EXTRA_DIST += $(CAI_PYTHON_TESTS) tests/python/conftest.py \
-	tests/python/pip-install.sh
+	tests/python/pip-install.sh tests/python/tapreport.py
 
 if HAVE_PYTHON
 TESTS += $(CAI_PYTHON_TESTS)
 PY_LOG_COMPILER = env PYTHONDONTWRITEBYTECODE=1 \
 	HYPOTHESIS_STORAGE_DIRECTORY='$(abs_builddir)/tests/python/hypothesis-db' \
 	PYTHONPATH='$(abs_builddir)/python/stage'$${PYTHONPATH:+:$$PYTHONPATH} \
-	$(PYTHON) -m pytest --tap-stream -p no:cacheprovider -q \
+	$(PYTHON) $(srcdir)/tests/python/tapreport.py -p no:cacheprovider \
 	--rootdir=$(abs_srcdir)/tests/python
 endif
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import caibridge
-from conftest import FakeTensor, collect, data_pointer, filled
+from conftest import FakeTensor, collect, consumer, data_pointer, filled
 
-torch = pytest.importorskip("torch")
+torch, needs_torch = consumer("torch")
 
 
 @caibridge.add_array_interface
@@ -51,6 +51,7 @@ def test_numpy_asarray_is_zero_copy():
     assert a[0, 0] == 99
 
 
+@needs_torch
 def test_torch_backed_type_into_numpy():
     t = torch.arange(12, dtype=torch.int32).reshape(3, 4)[:, 1:]
     result = np.asarray(Wrapped(t))

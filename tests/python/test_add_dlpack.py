@@ -11,11 +11,10 @@ import pytest
 
 import caibridge
 from conftest import (DLManagedTensorVersioned, HostProducer, collect,
-                      data_pointer, filled)
+                      consumer, data_pointer, filled)
 
-torch = pytest.importorskip("torch")
-jax = pytest.importorskip("jax")
-import jax.dlpack  # noqa: E402
+torch, needs_torch = consumer("torch")
+jax, needs_jax = consumer("jax", "dlpack")
 
 P = ctypes.POINTER
 PyCapsule_GetPointer = ctypes.pythonapi.PyCapsule_GetPointer
@@ -59,6 +58,8 @@ def test_methods_describe_themselves():
 
 @pytest.mark.parametrize("consumer", ["numpy", "torch", "jax"])
 def test_consumer_takes_the_instance_zero_copy(consumer):
+    if {"torch": torch, "jax": jax}.get(consumer, np) is None:
+        pytest.skip(f"{consumer} is not installed for this Python")
     array_ = filled((3, 4), "float32")
     producer = Host(array_)
     alive = weakref.ref(producer)
@@ -93,6 +94,7 @@ def test_strided_instance():
     np.testing.assert_array_equal(result, strided)
 
 
+@needs_jax
 def test_read_only_is_kept():
     array_ = filled((4,), "float64")
     array_.flags.writeable = False
@@ -127,6 +129,7 @@ def test_protocol_keywords():
         producer.__dlpack__(None)
 
 
+@needs_torch
 def test_copy_true_copies():
     array_ = filled((2, 3), "float32")[:, ::2]
     producer = Host(array_)
@@ -150,6 +153,7 @@ def test_bad_interface_errors_name_the_field():
         producer.__dlpack__()
 
 
+@needs_torch
 def test_subclass_inherits():
     class Sub(Host):
         pass
@@ -157,6 +161,7 @@ def test_subclass_inherits():
     assert result.shape == (2, 2)
 
 
+@needs_torch
 def test_slots_class():
     @caibridge.add_dlpack
     class Slotted:

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 import caibridge
-from conftest import DTYPES, HostProducer, data_pointer, filled
+from conftest import DTYPES, HostProducer, consumer, data_pointer, filled
 
-torch = pytest.importorskip("torch")
-jax = pytest.importorskip("jax")
-jax.config.update("jax_enable_x64", True)  # int64, float64, complex128
-import jax.dlpack  # noqa: E402
+torch, needs_torch = consumer("torch")
+jax, needs_jax = consumer("jax", "dlpack")
+if jax is not None:
+    jax.config.update("jax_enable_x64", True)  # int64, float64, complex128
 
 
 def layouts(dtype):
@@ -55,7 +55,7 @@ def jax_view(array, producer):
 
 
 def pointer_of(result):
-    if isinstance(result, torch.Tensor):
+    if torch is not None and isinstance(result, torch.Tensor):
         return result.data_ptr()
     if isinstance(result, np.ndarray):
         return data_pointer(result)
@@ -63,7 +63,7 @@ def pointer_of(result):
 
 
 def as_numpy(result):
-    if isinstance(result, torch.Tensor):
+    if torch is not None and isinstance(result, torch.Tensor):
         return result.numpy()
     return np.asarray(result)
 
@@ -86,6 +86,7 @@ def test_numpy_consumer(dtype, layout):
     assert result.strides == array.strides or array.size == 0
 
 
+@needs_torch
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_torch_consumer(dtype, layout):
@@ -100,6 +101,7 @@ def test_torch_consumer(dtype, layout):
         assert result.stride() == tuple(s // itemsize for s in array.strides)
 
 
+@needs_jax
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_jax_consumer(dtype, layout):
@@ -112,6 +114,7 @@ def test_jax_consumer(dtype, layout):
     check_view(jax_view(array, producer), array)
 
 
+@needs_jax
 def test_jax_copies_unaligned_data():
     # XLA's CPU client needs 64-byte aligned buffers and copies the others;
     # the values still arrive intact.
@@ -148,11 +151,13 @@ def test_readonly_versioned_flag_in_capsule():
     assert not flags & 2, "IS_COPIED is not set"
 
 
+@needs_torch
 def test_readonly_torch_takes_versioned():
     array = readonly()
     check_view(torch_view(array, HostProducer(array)), array)
 
 
+@needs_jax
 def test_readonly_jax_needs_opt_in():
     array = readonly()
     with pytest.raises(BufferError, match="allow_readonly_legacy=True"):
@@ -171,12 +176,14 @@ def test_readonly_legacy_capsule_refused():
                                allow_readonly_legacy=True) is not None
 
 
+@needs_torch
 def test_numpy_array_itself_is_a_producer():
     array = filled((4, 4), "float64")
     result = torch.from_dlpack(caibridge.as_dlpack(array))
     assert result.data_ptr() == data_pointer(array)
 
 
+@needs_torch
 def test_consumer_writes_are_visible_to_producer():
     array = filled((3,), "int32")
     result = torch_view(array, HostProducer(array))

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 import caibridge
-from conftest import collect
+from conftest import collect, consumer
 
-torch = pytest.importorskip("torch")
+torch, needs_torch = consumer("torch")
 
 
 def address(buffer):
@@ -39,6 +39,7 @@ def test_array_array_goes_to_numpy_zero_copy(code):
     assert result[2] == 11, "the same memory, not a copy"
 
 
+@needs_torch
 def test_array_array_of_doubles_into_torch():
     source = array.array("d", [0.5, 1.5, 2.5])
     tensor = torch.from_dlpack(caibridge.as_dlpack(source))
@@ -139,6 +140,7 @@ class _Capsule:
         return self.capsule
 
 
+@needs_torch
 def test_producer_lives_exactly_as_long_as_the_tensor():
     source = array.array("f", [1.0, 2.0])
     alive = weakref.ref(source)

@@ -9,11 +9,10 @@ import pytest
 
 import caibridge
 from conftest import (DLManagedTensorVersioned, FakeTensor, collect,
-                      data_pointer, filled)
+                      consumer, data_pointer, filled)
 
-torch = pytest.importorskip("torch")
-jax = pytest.importorskip("jax")
-import jax.dlpack  # noqa: E402
+torch, needs_torch = consumer("torch")
+jax, needs_jax = consumer("jax", "dlpack")
 
 PyCapsule_GetPointer = ctypes.pythonapi.PyCapsule_GetPointer
 PyCapsule_GetPointer.restype = ctypes.c_void_p
@@ -25,6 +24,7 @@ def managed(capsule):
         PyCapsule_GetPointer(capsule, b"dltensor_versioned"))
 
 
+@needs_torch
 def test_torch_through_caibridge_into_numpy():
     t = torch.arange(12, dtype=torch.float32).reshape(3, 4)
     result = np.from_dlpack(caibridge.from_dlpack(t))
@@ -34,6 +34,7 @@ def test_torch_through_caibridge_into_numpy():
     assert t[1, 1] == -1, "zero-copy both ways"
 
 
+@needs_torch
 def test_torch_through_caibridge_into_torch():
     t = torch.arange(10, dtype=torch.int64)[::2]
     back = torch.from_dlpack(caibridge.from_dlpack(t))
@@ -43,6 +44,7 @@ def test_torch_through_caibridge_into_torch():
     assert t[0] == 100
 
 
+@needs_torch
 def test_view_lives_as_long_as_the_tensor():
     t = torch.arange(6, dtype=torch.float64)
     view = caibridge.from_dlpack(t)
@@ -81,6 +83,8 @@ def test_copied_flag_is_kept():
     assert fake.calls == 1, "the source tensor's deleter ran once, at the end"
 
 
+@needs_torch
+@needs_jax
 def test_legacy_request_of_a_writable_view_into_jax():
     t = torch.from_numpy(filled((8,), "float32"))
     view = caibridge.from_dlpack(t)
@@ -88,6 +92,7 @@ def test_legacy_request_of_a_writable_view_into_jax():
     np.testing.assert_array_equal(np.asarray(result), t.numpy())
 
 
+@needs_torch
 def test_protocol_keywords():
     t = torch.arange(4, dtype=torch.int16)
     view = caibridge.from_dlpack(t)
@@ -104,6 +109,7 @@ def test_protocol_keywords():
                                   t.numpy())
 
 
+@needs_torch
 def test_exchange_api_is_published():
     capsule = caibridge.CAIView.__dict__["__dlpack_c_exchange_api__"]
     assert "dlpack_exchange_api" in repr(capsule)

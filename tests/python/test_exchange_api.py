@@ -10,7 +10,8 @@ import pytest
 
 import caibridge
 from conftest import (DLManagedTensorVersioned, DLTensor, FakeTensor,
-                      HostProducer, collect, data_pointer, dtype_of, filled)
+                      HostProducer, collect, consumer, data_pointer, dtype_of,
+                      filled)
 
 P = ctypes.POINTER
 
@@ -198,9 +199,10 @@ def test_current_work_stream_is_default():
 
 # ---- A real consumer of the table ---------------------------------------
 
-tvm_ffi = pytest.importorskip("tvm_ffi")
+tvm_ffi, needs_tvm_ffi = consumer("tvm_ffi")
 
 
+@needs_tvm_ffi
 def test_tvm_ffi_consumes_through_the_table():
     # tvm-ffi tries the type's table first and falls back to a legacy
     # __dlpack__() only on BufferError.  Read-only data cannot go as a
@@ -226,6 +228,7 @@ def test_tvm_ffi_consumes_through_the_table():
     assert alive() is None, "tvm-ffi ran the deleter"
 
 
+@needs_tvm_ffi
 def test_tvm_ffi_strided():
     array = filled((6, 4), "int32")[::2, ::-1]
     tensor = tvm_ffi.from_dlpack(caibridge.as_dlpack(HostProducer(array)))

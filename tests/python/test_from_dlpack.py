@@ -8,11 +8,10 @@ import pytest
 import caibridge
 from caibridge import _core
 from conftest import (CAIProducer, FakeTensor, HostProducer, PyCapsule_GetName,
-                      cai_of, collect, data_pointer, filled)
+                      cai_of, collect, consumer, data_pointer, filled)
 
-torch = pytest.importorskip("torch")
-jax = pytest.importorskip("jax")
-import jax.numpy as jnp  # noqa: E402
+torch, needs_torch = consumer("torch")
+jax, needs_jax = consumer("jax", "numpy")
 
 
 class CountingProducer:
@@ -88,6 +87,7 @@ def test_interface_dict_is_cached():
     assert view.__array_interface__ is view.__array_interface__
 
 
+@needs_torch
 def test_from_torch_uses_torch_exchange_table():
     source = torch.arange(12, dtype=torch.float32).reshape(3, 4)
     before = _core._foreign_table_imports()
@@ -103,6 +103,7 @@ def test_from_torch_uses_torch_exchange_table():
     assert result.sum() == sum(range(12)) - 0 - 1
 
 
+@needs_torch
 def test_torch_table_is_used_instead_of_python_protocol():
     # A subclass inherits torch.Tensor's table; its __dlpack__ would fail.
     class NoPythonDLPack(torch.Tensor):
@@ -114,6 +115,7 @@ def test_torch_table_is_used_instead_of_python_protocol():
     assert np.asarray(view).tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
 
 
+@needs_torch
 def test_from_torch_strided():
     source = torch.arange(24, dtype=torch.int64).reshape(4, 6)[:, 1::2].t()
     view = caibridge.from_dlpack(source)
@@ -123,8 +125,9 @@ def test_from_torch_strided():
         s * 8 for s in source.stride())
 
 
+@needs_jax
 def test_from_jax_shares_memory():
-    source = jnp.arange(10.0, dtype=jnp.float32) * 3
+    source = jax.numpy.arange(10.0, dtype=jax.numpy.float32) * 3
     view = caibridge.from_dlpack(source)
     result = np.asarray(view)
     assert data_pointer(result) == source.unsafe_buffer_pointer()

@@ -10,11 +10,10 @@ import numpy as np
 import pytest
 
 import caibridge
-from conftest import HostProducer, collect, data_pointer, filled
+from conftest import HostProducer, collect, consumer, data_pointer, filled
 
-torch = pytest.importorskip("torch")
-jax = pytest.importorskip("jax")
-import jax.dlpack  # noqa: E402
+torch, needs_torch = consumer("torch")
+jax, needs_jax = consumer("jax", "dlpack")
 
 PyCapsule_GetPointer = ctypes.pythonapi.PyCapsule_GetPointer
 PyCapsule_GetPointer.restype = ctypes.c_void_p
@@ -29,7 +28,9 @@ def producer_and_ref(shape=(4, 5), dtype="float32"):
     return producer, weakref.ref(producer)
 
 
-@pytest.mark.parametrize("consumer", ["torch", "numpy", "jax"])
+@pytest.mark.parametrize("consumer", [
+    pytest.param("torch", marks=needs_torch), "numpy",
+    pytest.param("jax", marks=needs_jax)])
 def test_consumer_outlives_dropped_producer(consumer):
     producer, alive = producer_and_ref()
     expected = producer.array.copy()
@@ -56,6 +57,7 @@ def test_consumer_outlives_dropped_producer(consumer):
     assert alive() is None, "the producer dies with its last consumer"
 
 
+@needs_torch
 def test_producer_dies_with_last_of_several_consumers():
     producer, alive = producer_and_ref()
     view = caibridge.as_dlpack(producer)
@@ -102,6 +104,7 @@ def test_unconsumed_to_dlpack_capsule_releases_producer(max_version):
     assert alive() is None
 
 
+@needs_torch
 def test_each_dlpack_call_is_independent():
     producer, alive = producer_and_ref()
     view = caibridge.as_dlpack(producer)
@@ -120,6 +123,7 @@ def test_each_dlpack_call_is_independent():
     assert alive() is None
 
 
+@needs_torch
 def test_release_is_exact_refcount():
     # Exactly one release per capsule: the producer's reference count comes
     # back to where it started (a double release would go below it).
@@ -183,6 +187,7 @@ def test_deleter_on_another_thread():
     assert alive() is None
 
 
+@needs_torch
 def test_consumer_freed_on_another_thread():
     producer, alive = producer_and_ref()
     box = [torch.from_dlpack(caibridge.as_dlpack(producer))]
@@ -197,6 +202,7 @@ def test_consumer_freed_on_another_thread():
     assert alive() is None
 
 
+@needs_torch
 def test_interpreter_exit_with_live_capsules(tmp_path):
     # Capsules, views and consumer tensors still alive at exit: the deleters
     # run during finalization or not at all, and nothing crashes.

@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 
 import caibridge
-from conftest import HostProducer
+from conftest import HostProducer, consumer
 
-torch = pytest.importorskip("torch")
+torch, needs_torch = consumer("torch")
 
 THREADS = 8
 PER_THREAD = 3000
@@ -94,6 +94,7 @@ def join_native(tid):
 # ---- tests
 
 
+@needs_torch
 def test_concurrent_handovers():
     """8 threads hand the same producer and their own over and over, into
     torch and NumPy and back; every value is right, and afterwards every
@@ -139,6 +140,7 @@ def test_concurrent_handovers():
     assert sys.getrefcount(shared) == before
 
 
+@needs_torch
 def test_tensors_freed_on_other_threads():
     """One thread makes tensors, capsules and views; four others free them.
     The producer dies once the last one is gone."""
@@ -203,6 +205,7 @@ def test_deleter_on_native_thread(versioned):
     assert sys.getrefcount(producer) == before
 
 
+@needs_torch
 def test_many_deleters_on_native_threads_while_python_runs():
     """Deleters on 8 native threads at once, while Python threads keep the
     GIL busy with hand-overs of the same producer."""
@@ -280,6 +283,7 @@ EXIT_SCRIPT = textwrap.dedent("""
 """)
 
 
+@needs_torch
 @pytest.mark.parametrize("run", range(3))
 def test_tensors_alive_at_exit(run):
     """Tensors alive at exit, a daemon thread mid-hand-over, and native
