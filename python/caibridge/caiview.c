@@ -324,7 +324,8 @@ static PyMethodDef caiview_methods[] = {
     {"__dlpack__", (PyCFunction)(void (*)(void))caiview_dlpack,
      METH_METHOD | METH_FASTCALL | METH_KEYWORDS, caiview_dlpack_doc},
     {"__dlpack_device__", caiview_dlpack_device, METH_NOARGS,
-     "__dlpack_device__()\n--\n\nThe (device_type, device_id) of the data."},
+     "__dlpack_device__($self, /)\n--\n\n"
+     "The (device_type, device_id) of the data."},
     {NULL, NULL, 0, NULL}};
 
 static PyMemberDef caiview_members[] = {

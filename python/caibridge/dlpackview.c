@@ -320,7 +320,8 @@ static PyObject *view_get_obj(PyObject *self, void *unused)
 }
 
 PyDoc_STRVAR(view_dlpack_doc,
-"__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)\n"
+"__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None,\n"
+"           copy=None)\n"
 "--\n\n"
 "Export the data as a DLPack capsule.\n\n"
 "A versioned capsule ('dltensor_versioned') when max_version asks for 1.x,\n"
@@ -331,7 +332,7 @@ PyDoc_STRVAR(view_dlpack_doc,
 "a C-contiguous host copy marked IS_COPIED; copy=False never copies.");
 
 PyDoc_STRVAR(view_dlpack_device_doc,
-"__dlpack_device__()\n--\n\n"
+"__dlpack_device__($self, /)\n--\n\n"
 "The (device_type, device_id) pair of the data.");
 
 static PyMethodDef view_methods[] = {
