@@ -39,8 +39,7 @@ static inline cai_state *method_state(PyObject *self)
 }
 
 /* The instance a call was made on: the first positional argument. */
-static int method_self(PyObject *self, size_t nargsf, Py_ssize_t expected,
-                       PyObject *const *args)
+static int method_self(PyObject *self, size_t nargsf, Py_ssize_t expected)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
 
@@ -54,7 +53,6 @@ static int method_self(PyObject *self, size_t nargsf, Py_ssize_t expected,
         PyErr_Format(PyExc_TypeError,
                      "%s() takes no positional arguments but %zd were given",
                      ((BridgeMethodObject *)self)->name, nargs - 1);
-    (void)args;
     return -1;
 }
 
@@ -67,7 +65,7 @@ static PyObject *patched_dlpack(PyObject *self, PyObject *const *args,
     PyObject *values[4] = {NULL, NULL, NULL, NULL};
     cai_request_t req;
 
-    if (method_self(self, nargsf, 0, args) != 0 ||
+    if (method_self(self, nargsf, 0) != 0 ||
         match_keywords("__dlpack__", args + 1, kwnames, names, values, 4)
             != 0)
         return NULL;
@@ -88,7 +86,7 @@ static PyObject *patched_dlpack_device(PyObject *self, PyObject *const *args,
     PyObject *keep;
     cai_desc_t d;
 
-    if (method_self(self, nargsf, 0, args) != 0)
+    if (method_self(self, nargsf, 0) != 0)
         return NULL;
     if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0) {
         PyErr_SetString(PyExc_TypeError,

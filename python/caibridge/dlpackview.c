@@ -8,6 +8,7 @@
  */
 #include "caibridge_module.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -302,16 +303,19 @@ static PyObject *view_repr(PyObject *self)
 {
     DLPackViewObject *v = (DLPackViewObject *)self;
     const char *device = device_type_name(v->device.device_type);
-    char typestr[CAI_TYPESTR_MAX];
+    char typestr[CAI_TYPESTR_MAX], number[16];
     cai_error_t err;
 
     if (cai_typestr_format(v->dtype, typestr, &err) != 0)
         strcpy(typestr, "?");
+    if (device == NULL) { /* a type given with device= that has no name */
+        snprintf(number, sizeof number, "%d", (int)v->device.device_type);
+        device = number;
+    }
     return PyUnicode_FromFormat(
         "<caibridge.DLPackView ndim=%d typestr='%s' device=(%s, %d)%s of "
-        "%.100s>", v->ndim, typestr, device != NULL ? device : "?",
-        (int)v->device.device_id, v->readonly ? " readonly" : "",
-        Py_TYPE(v->obj)->tp_name);
+        "%.100s>", v->ndim, typestr, device, (int)v->device.device_id,
+        v->readonly ? " readonly" : "", Py_TYPE(v->obj)->tp_name);
 }
 
 static PyObject *view_get_obj(PyObject *self, void *unused)

@@ -210,3 +210,26 @@ def test_own_dlpack_is_not_overwritten():
 
     with pytest.raises(TypeError, match="already"):
         caibridge.add_dlpack(Own)
+
+
+def test_exchange_table_from_c():
+    """The patched class's table driven as a C consumer drives it."""
+    from test_exchange_api import FROM_PY, ExchangeAPI
+    api = ExchangeAPI.from_address(PyCapsule_GetPointer(
+        Host.__dict__["__dlpack_c_exchange_api__"], b"dlpack_exchange_api"))
+    assert (api.header.major, api.header.minor) == (1, 3)
+    a = filled((4,), "int32")
+    producer = Host(a)
+    alive = weakref.ref(producer)
+    out = P(DLManagedTensorVersioned)()
+    assert FROM_PY(api.from_py)(producer, ctypes.byref(out)) == 0
+    assert out.contents.dl_tensor.data == data_pointer(a)
+    assert out.contents.flags == 0
+    del producer
+    collect()
+    assert alive() is not None, "the tensor holds the instance"
+    out.contents.deleter(out)
+    collect()
+    assert alive() is None
+    with pytest.raises(TypeError, match="add_dlpack"):
+        FROM_PY(api.from_py)(HostProducer(a), ctypes.byref(out))

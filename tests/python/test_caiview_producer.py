@@ -118,3 +118,29 @@ def test_exchange_api_is_published():
     again = caibridge.from_dlpack(caibridge.from_dlpack(t))
     assert caibridge._core._foreign_table_imports() >= before + 1
     assert again.__array_interface__["data"][0] == t.data_ptr()
+
+
+def test_exchange_table_from_c():
+    """CAIView's table driven as a C consumer drives it: the tensor keeps
+    READ_ONLY and holds the view until its deleter runs."""
+    from test_exchange_api import FROM_PY, ExchangeAPI
+    api = ExchangeAPI.from_address(PyCapsule_GetPointer(
+        caibridge.CAIView.__dict__["__dlpack_c_exchange_api__"],
+        b"dlpack_exchange_api"))
+    assert not api.dltensor_from_py, "no borrowed DLTensor is offered"
+    a = filled((3, 2), "float32")
+    a.flags.writeable = False
+    view = caibridge.from_dlpack(a)
+    alive = weakref.ref(view)
+    out = ctypes.POINTER(DLManagedTensorVersioned)()
+    assert FROM_PY(api.from_py)(view, ctypes.byref(out)) == 0
+    assert out.contents.flags & 1, "READ_ONLY kept"
+    assert out.contents.dl_tensor.data == data_pointer(a)
+    del view
+    collect()
+    assert alive() is not None, "the tensor holds the view"
+    out.contents.deleter(out)
+    collect()
+    assert alive() is None
+    with pytest.raises(TypeError, match="CAIView"):
+        FROM_PY(api.from_py)(a, ctypes.byref(out))
