@@ -60,14 +60,12 @@ static PyObject *patched_dlpack(PyObject *self, PyObject *const *args,
                                 size_t nargsf, PyObject *kwnames)
 {
     cai_state *st = method_state(self);
-    PyObject *const names[] = {st->name[F_STREAM], st->name[N_MAX_VERSION],
-                               st->name[N_DL_DEVICE], st->name[N_COPY]};
     PyObject *values[4] = {NULL, NULL, NULL, NULL};
     cai_request_t req;
 
     if (method_self(self, nargsf, 0) != 0 ||
-        match_keywords("__dlpack__", args + 1, kwnames, names, values, 4)
-            != 0)
+        match_keywords("__dlpack__", args + 1, kwnames, st->kw_dlpack,
+                       values, 4) != 0)
         return NULL;
     if ((req.versioned = wants_versioned(values[1])) < 0 ||
         (req.copy = read_copy(values[3])) < 0)

@@ -272,16 +272,14 @@ static PyObject *caiview_dlpack(PyObject *self, PyTypeObject *defining_class,
 {
     CAIViewObject *v = (CAIViewObject *)self;
     cai_state *st = type_state(defining_class);
-    PyObject *const names[] = {st->name[F_STREAM], st->name[N_MAX_VERSION],
-                               st->name[N_DL_DEVICE], st->name[N_COPY]};
     PyObject *values[4] = {NULL, NULL, NULL, NULL};
     cai_request_t req;
     cai_desc_t d;
     void *tensor;
 
     if (check_positional("__dlpack__", nargs, 0) != 0 ||
-        match_keywords("__dlpack__", args + nargs, kwnames, names, values,
-                       4) != 0)
+        match_keywords("__dlpack__", args + nargs, kwnames, st->kw_dlpack,
+                       values, 4) != 0)
         return NULL;
     if ((req.versioned = wants_versioned(values[1])) < 0 ||
         (req.copy = read_copy(values[3])) < 0)
@@ -501,15 +499,13 @@ PyObject *from_dlpack(PyObject *module, PyObject *const *args,
                       Py_ssize_t nargs, PyObject *kwnames)
 {
     cai_state *st = PyModule_GetState(module);
-    PyObject *const names[] = {st->name[F_STREAM]};
     PyObject *values[1] = {NULL}, *x, *stream_obj, *result;
-    const DLPackExchangeAPI *api;
     intptr_t s;
     int given;
 
     if (check_positional("from_dlpack", nargs, 1) != 0 ||
-        parse_keywords("from_dlpack", args + nargs, kwnames, names, values,
-                       1) != 0)
+        parse_keywords("from_dlpack", args + nargs, kwnames,
+                       st->kw_from_dlpack, values, 1) != 0)
         return NULL;
     x = args[0];
     if (read_stream(st, values[0], &given, &s) != 0)
@@ -531,8 +527,8 @@ PyObject *from_dlpack(PyObject *module, PyObject *const *args,
     if (is_view(x))
         return from_view(st, (DLPackViewObject *)x, values[0], given, s);
     if ((!given || s == CAI_STREAM_NO_SYNC) &&
-        (api = foreign_table(st, x)) != NULL)
-        return from_foreign_table(st, x, api, given);
+        from_foreign_table(st, x, given, &result))
+        return result;
     return from_producer(st, x, given, s, -1);
 }
 
