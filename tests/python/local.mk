@@ -24,6 +24,10 @@ CAI_PYTHON_TESTS += tests/python/test_hostile.py tests/python/test_soak.py \
 # on another interpreter (make check-subinterp PYTHON312=...).
 CAI_PYTHON_TESTS += tests/python/test_subinterpreters.py
 
+# The type stubs against the module, and the GIL on free-threaded builds.
+CAI_PYTHON_TESTS += tests/python/test_stubs.py \
+	tests/python/test_free_threading.py
+
 EXTRA_DIST += $(CAI_PYTHON_TESTS) tests/python/conftest.py \
 	tests/python/pip-install.sh tests/python/tapreport.py \
 	tests/python/xconsumer.c tests/python/run-subinterp.sh
