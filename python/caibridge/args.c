@@ -251,3 +251,41 @@ int read_copy(PyObject *o)
     }
     return o == Py_True;
 }
+
+/* The DLPack name of a device type ("kDLCUDA"), or NULL for an unknown
+ * one; reprs and messages use it. */
+const char *device_type_name(int32_t type)
+{
+    static const char *const names[] = {
+        NULL, "kDLCPU", "kDLCUDA", "kDLCUDAHost", "kDLOpenCL", NULL, NULL,
+        "kDLVulkan", "kDLMetal", "kDLVPI", "kDLROCM", "kDLROCMHost",
+        "kDLExtDev", "kDLCUDAManaged", "kDLOneAPI", "kDLWebGPU", "kDLHexagon",
+        "kDLMAIA", "kDLTrn"};
+
+    if (type < 0 || type >= (int32_t)(sizeof names / sizeof names[0]))
+        return NULL;
+    return names[type];
+}
+
+/* __dlpack__'s dl_device (NULL or None: not given) against where the data
+ * is: caibridge exports in place, never to another device. */
+int check_dl_device(cai_state *st, PyObject *dl_device, DLDevice have)
+{
+    DLDevice want;
+
+    if (dl_device == NULL || dl_device == Py_None)
+        return 0;
+    if (read_device(st, dl_device, "dl_device", &want) != 0)
+        return -1;
+    if (want.device_type == have.device_type &&
+        want.device_id == have.device_id)
+        return 0;
+    PyErr_Format(PyExc_BufferError,
+                 "dl_device = (%d, %d): the data lives on (%s, %d) and "
+                 "caibridge does not move data between devices",
+                 (int)want.device_type, (int)want.device_id,
+                 device_type_name(have.device_type) != NULL
+                     ? device_type_name(have.device_type) : "?",
+                 (int)have.device_id);
+    return -1;
+}

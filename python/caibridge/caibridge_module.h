@@ -12,6 +12,8 @@
  *   capsule.c     capsules, deleters, releasing owners on any thread
  *   exchange.c    both sides of the DLPack C exchange API
  *   errors.c      cai_status to Python exceptions
+ *   buffer.c      buffer-protocol objects described as host arrays
+ *   bridge.c      add_dlpack and add_array_interface (patching classes)
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -55,13 +57,16 @@ typedef struct cai_home cai_home;
 typedef struct {
     PyTypeObject *DLPackView_Type;
     PyTypeObject *CAIView_Type;
+    PyTypeObject *BridgeMethod_Type; /* the methods add_dlpack gives */
     PyObject *CUDAError;
     PyObject *name[N_COUNT];
     /* Each entry point's keyword names, in its order (borrowed from name). */
-    PyObject *kw_as_dlpack[3], *kw_to_dlpack[5], *kw_dlpack[4],
+    PyObject *kw_as_dlpack[3], *kw_to_dlpack[7], *kw_dlpack[4],
         *kw_from_dlpack[2];
     /* The keyword names from_dlpack passes to __dlpack__. */
     PyObject *kw_stream_max_version, *kw_stream;
+    /* ... and with copy=False, for add_array_interface's reads. */
+    PyObject *kw_stream_max_version_copy;
     PyObject *max_version_ours; /* (1, 3) */
     /* The interface keys' hashes, and the keys by address:
      * key_slot[(address >> key_shift) & KEY_SLOT_MASK] is the entry a key
@@ -116,6 +121,8 @@ int read_device_tuple(cai_state *st, PyObject *o, const char *what,
 int read_stream(cai_state *st, PyObject *o, int *given, intptr_t *out);
 int wants_versioned(PyObject *o);
 int read_copy(PyObject *o);
+int check_dl_device(cai_state *st, PyObject *dl_device, DLDevice have);
+const char *device_type_name(int32_t type);
 
 /* parse_keywords inlined for the usual call: every name one of ours by
  * identity (the interpreter passes interned names); else the full parse. */
@@ -211,6 +218,24 @@ void index_entry_keys(cai_state *st);
 int describe(cai_state *st, PyObject *obj, PyObject *device, int validate,
              cai_desc_t *d, PyObject **keep);
 
+/* buffer.c */
+int describe_buffer(PyObject *obj, cai_desc_t *d, PyObject **keep);
+
+/* module.c: a __dlpack__ request, as the keyword arguments gave it. */
+typedef struct {
+    PyObject *stream;    /* the consumer's stream; NULL: not given */
+    PyObject *dl_device; /* NULL or None: where the data is */
+    int versioned;       /* max_version asked for 1.x */
+    int copy;            /* copy=True */
+    int sync;            /* 0: never order streams */
+    int readonly_legacy_ok;
+} cai_request_t;
+
+int request_prepare(cai_state *st, cai_desc_t *d, const cai_request_t *req);
+PyObject *object_export(cai_state *st, PyObject *obj, PyObject *device,
+                        const cai_request_t *req);
+int object_tensor(cai_state *st, PyObject *obj, void **out);
+
 /* streams.c */
 int check_stream(cai_state *st, const cai_desc_t *d, PyObject *arg,
                  intptr_t *consumer);
@@ -301,6 +326,7 @@ int contiguous_nbytes(int ndim, const int64_t *shape, int64_t itemsize,
 void contiguous_desc(cai_desc_t *c, void *data, int ndim,
                      const int64_t *shape, DLDataType dtype, DLDevice device);
 void view_dealloc(PyObject *self);
+PyObject *copy_to_capsule(cai_state *st, const cai_desc_t *d, int versioned);
 PyObject *view_new(cai_state *st, PyObject *obj, const cai_desc_t *d,
                    PyObject *keep, int sync, int readonly_legacy_ok);
 void view_to_header(const DLPackViewObject *v, cai_desc_t *d);
@@ -351,10 +377,29 @@ PyObject *caiview_new(cai_state *st, void *tensor, int versioned,
                       PyObject *stream, int readonly);
 PyObject *from_dlpack(PyObject *module, PyObject *const *args,
                       Py_ssize_t nargs, PyObject *kwnames);
+void caiview_dealloc(PyObject *self);
+/* Our CAIViews in any interpreter, as is_view. */
+static inline int is_caiview(PyObject *o)
+{
+    return Py_TYPE(o)->tp_dealloc == caiview_dealloc;
+}
+int caiview_tensor(cai_state *st, PyObject *view, void **out);
+PyObject *caiview_interface_of_producer(cai_state *st, PyObject *obj,
+                                        int is_cuda);
 
-/* exchange.c */
-int exchange_publish(cai_state *st, PyTypeObject *view_type);
+/* exchange.c: one table per kind of producer */
+extern const DLPackExchangeAPI view_exchange_api, caiview_exchange_api,
+    bridge_exchange_api;
+int exchange_publish(cai_state *st, PyTypeObject *type,
+                     const DLPackExchangeAPI *api);
 int from_foreign_table(cai_state *st, PyObject *x, int given,
                        PyObject **result);
+
+/* bridge.c */
+extern PyType_Spec bridge_method_spec;
+extern const char add_dlpack_doc[], add_array_interface_doc[];
+PyObject *add_dlpack(PyObject *module, PyObject *cls);
+PyObject *add_array_interface(PyObject *module, PyObject *cls);
+cai_state *bridge_state_of(PyObject *o);
 
 #endif

@@ -75,7 +75,7 @@ PyObject *caiview_new(cai_state *st, void *tensor, int versioned,
     return (PyObject *)v;
 }
 
-static void caiview_dealloc(PyObject *self)
+void caiview_dealloc(PyObject *self)
 {
     CAIViewObject *v = (CAIViewObject *)self;
     PyTypeObject *type = Py_TYPE(self);
@@ -186,11 +186,128 @@ static PyObject *caiview_repr(PyObject *self)
 {
     CAIViewObject *v = (CAIViewObject *)self;
 
-    return PyUnicode_FromFormat("<caibridge.CAIView device=(%d, %d) %s>",
-                                (int)v->device.device_type,
+    /* Only kDLCPU and the CUDA types are ever viewed: all have names. */
+    return PyUnicode_FromFormat("<caibridge.CAIView device=(%s, %d) %s>",
+                                device_type_name(v->device.device_type),
                                 (int)v->device.device_id,
                                 v->versioned ? "versioned" : "legacy");
 }
+
+/* ------------------------------------------------------------------ */
+/* CAIView as a DLPack producer: its tensor re-exported                */
+
+/* The view's tensor as a descriptor, with the stream its data is ready on
+ * (the CAI stream it reports). */
+static int caiview_desc(cai_state *st, CAIViewObject *v, cai_desc_t *d)
+{
+    cai_error_t err;
+
+    if (tensor_desc(v, d, &err) != 0) {
+        raise_status(st, &err);
+        return -1;
+    }
+    d->has_stream = v->stream != Py_None;
+    d->stream = d->has_stream ? (intptr_t)PyLong_AsSsize_t(v->stream) : 0;
+    return 0;
+}
+
+/* A new tensor over the view's data, flags kept (READ_ONLY, IS_COPIED),
+ * holding a reference to the view: the source tensor lives until every
+ * re-export is released. */
+static int caiview_reexport(cai_state *st, CAIViewObject *v, cai_desc_t *d,
+                            int versioned, void **out)
+{
+    int64_t elem[CAI_MAX_NDIM];
+    cai_release_fn release = release_pyobject;
+    void *owner = v;
+    unsigned options = 0;
+    cai_error_t err;
+    DLTensor t;
+
+    if (cai_desc_check(d, elem, &err) != 0) {
+        raise_status(st, &err);
+        return -1;
+    }
+    if (v->versioned && (((DLManagedTensorVersioned *)v->tensor)->flags &
+                         DLPACK_FLAG_BITMASK_IS_COPIED))
+        options |= CAI_OPT_IS_COPIED;
+    t.data = d->data;
+    t.device = d->device;
+    t.ndim = d->ndim;
+    t.dtype = d->dtype;
+    t.shape = d->shape;
+    t.strides = elem;
+    t.byte_offset = 0;
+    Py_INCREF(v);
+    if (st->home != NULL && owner_away(st->home, (PyObject *)v, &owner,
+                                       &release) != 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (cai_tensor_new(&t, d->readonly, versioned, options, owner, release,
+                       out, &err) != 0) {
+        raise_status(st, &err);
+        return -1;
+    }
+    return 0;
+}
+
+/* The exchange API's export (no ordering with the consumer): the data is
+ * first ordered onto the legacy default stream, the table's work stream. */
+int caiview_tensor(cai_state *st, PyObject *view, void **out)
+{
+    CAIViewObject *v = (CAIViewObject *)view;
+    cai_desc_t d;
+
+    if (caiview_desc(st, v, &d) != 0 ||
+        (d.has_stream && order_streams(st, &d, CAI_STREAM_LEGACY, 1) != 0))
+        return -1;
+    return caiview_reexport(st, v, &d, 1, out);
+}
+
+static PyObject *caiview_dlpack(PyObject *self, PyTypeObject *defining_class,
+                                PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames)
+{
+    CAIViewObject *v = (CAIViewObject *)self;
+    cai_state *st = type_state(defining_class);
+    PyObject *values[4] = {NULL, NULL, NULL, NULL};
+    cai_request_t req;
+    cai_desc_t d;
+    void *tensor;
+
+    if (check_positional("__dlpack__", nargs, 0) != 0 ||
+        match_keywords("__dlpack__", args + nargs, kwnames, st->kw_dlpack,
+                       values, 4) != 0)
+        return NULL;
+    if ((req.versioned = wants_versioned(values[1])) < 0 ||
+        (req.copy = read_copy(values[3])) < 0)
+        return NULL;
+    req.stream = values[0];
+    req.dl_device = values[2];
+    req.sync = 1;
+    req.readonly_legacy_ok = 0;
+    if (caiview_desc(st, v, &d) != 0 || request_prepare(st, &d, &req) != 0)
+        return NULL;
+    if (req.copy)
+        return copy_to_capsule(st, &d, req.versioned);
+    if (caiview_reexport(st, v, &d, req.versioned, &tensor) != 0)
+        return NULL;
+    return tensor_capsule(tensor, req.versioned);
+}
+
+PyDoc_STRVAR(caiview_dlpack_doc,
+"__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None,\n"
+"           copy=None)\n"
+"--\n\n"
+"Re-export the view's tensor as a DLPack capsule, zero-copy.\n\n"
+"The new tensor keeps the source's READ_ONLY and IS_COPIED flags and holds\n"
+"this view, so the source tensor lives until the consumer releases it.\n"
+"A versioned capsule when max_version asks for 1.x, else a legacy one\n"
+"(refused for read-only data).  For CUDA memory the consumer's stream\n"
+"waits on the view's CAI stream (None: legacy default, -1: no ordering, 0\n"
+"refused); for host memory stream must be None.  copy=True makes a host\n"
+"copy marked IS_COPIED.");
 
 static PyGetSetDef caiview_getset[] = {
     {"__cuda_array_interface__", caiview_get_cai, NULL,
@@ -201,8 +318,11 @@ static PyGetSetDef caiview_getset[] = {
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyMethodDef caiview_methods[] = {
+    {"__dlpack__", (PyCFunction)(void (*)(void))caiview_dlpack,
+     METH_METHOD | METH_FASTCALL | METH_KEYWORDS, caiview_dlpack_doc},
     {"__dlpack_device__", caiview_dlpack_device, METH_NOARGS,
-     "__dlpack_device__()\n--\n\nThe (device_type, device_id) of the data."},
+     "__dlpack_device__($self, /)\n--\n\n"
+     "The (device_type, device_id) of the data."},
     {NULL, NULL, 0, NULL}};
 
 static PyMemberDef caiview_members[] = {
@@ -213,7 +333,10 @@ static PyMemberDef caiview_members[] = {
 PyDoc_STRVAR(caiview_doc,
 "Owns a DLPack tensor and describes it as __cuda_array_interface__ (CUDA\n"
 "memory) or __array_interface__ (host memory); made by\n"
-"caibridge.from_dlpack().  The tensor's deleter runs once, when this dies.");
+"caibridge.from_dlpack().  The view is a DLPack producer too: __dlpack__\n"
+"re-exports its tensor zero-copy, and the type publishes the DLPack C\n"
+"exchange API.  The tensor's deleter runs once, when the view and every\n"
+"re-export are gone.");
 
 static PyType_Slot caiview_slots[] = {
     {Py_tp_dealloc, caiview_dealloc},
@@ -276,16 +399,18 @@ static PyObject *from_view(cai_state *st, DLPackViewObject *v, int given,
     return result;
 }
 
-/* Calls x.__dlpack__(stream=..., max_version=(1, 3)), or without
- * max_version for a pre-1.0 producer that refuses it. */
+/* Calls x.__dlpack__(stream=..., max_version=(1, 3)), with copy=False
+ * when no_copy, or with the stream alone for a pre-1.0 producer that
+ * refuses the others (max_version and copy came together). */
 static PyObject *call_dlpack(cai_state *st, PyObject *method,
-                             PyObject *stream_arg)
+                             PyObject *stream_arg, int no_copy)
 {
-    PyObject *call_args[2] = {stream_arg, st->max_version_ours};
+    PyObject *call_args[3] = {stream_arg, st->max_version_ours, Py_False};
     PyObject *capsule;
 
     capsule = PyObject_Vectorcall(method, call_args, 0,
-                                  st->kw_stream_max_version);
+                                  no_copy ? st->kw_stream_max_version_copy
+                                          : st->kw_stream_max_version);
     if (capsule == NULL && PyErr_ExceptionMatches(PyExc_TypeError)) {
         PyErr_Clear();
         capsule = PyObject_Vectorcall(method, call_args, 0, st->kw_stream);
@@ -293,9 +418,13 @@ static PyObject *call_dlpack(cai_state *st, PyObject *method,
     return capsule;
 }
 
-/* The Python protocol: __dlpack_device__, then __dlpack__. */
+/* The Python protocol: __dlpack_device__, then __dlpack__.  want_cuda
+ * (0 or 1; -1: either) is the kind of memory an interface property of x
+ * describes: memory of the other kind raises AttributeError before any
+ * export, and the export is asked for without a copy. */
 static PyObject *from_producer(cai_state *st, PyObject *x, int given,
-                               intptr_t s, int legacy_writable)
+                               intptr_t s, int legacy_writable,
+                               int want_cuda)
 {
     PyObject *device, *method, *stream_obj, *stream_arg, *capsule, *result;
     DLDevice dev;
@@ -316,6 +445,23 @@ static PyObject *from_producer(cai_state *st, PyObject *x, int given,
         return NULL;
     }
     Py_DECREF(device);
+    if (want_cuda >= 0 && want_cuda != is_cuda_device(dev.device_type)) {
+        const char *name = device_type_name(dev.device_type);
+
+        if (name == NULL)
+            name = "?";
+        if (want_cuda)
+            PyErr_Format(PyExc_AttributeError,
+                         "__cuda_array_interface__: the data is host memory "
+                         "(%s); use __array_interface__", name);
+        else
+            PyErr_Format(PyExc_AttributeError,
+                         "__array_interface__: the data is on device type "
+                         "%s, not host memory; use __cuda_array_interface__",
+                         name);
+        Py_DECREF(method);
+        return NULL;
+    }
     if (is_cuda_device(dev.device_type)) {
         if ((stream_obj = reported_stream(given, s)) == NULL) {
             Py_DECREF(method);
@@ -332,7 +478,7 @@ static PyObject *from_producer(cai_state *st, PyObject *x, int given,
         stream_obj = Py_NewRef(Py_None);
         stream_arg = Py_NewRef(Py_None);
     }
-    capsule = call_dlpack(st, method, stream_arg);
+    capsule = call_dlpack(st, method, stream_arg, want_cuda >= 0);
     Py_DECREF(stream_arg);
     Py_DECREF(method);
     if (capsule == NULL) {
@@ -395,5 +541,34 @@ PyObject *from_dlpack(PyObject *module, PyObject *const *args,
     if ((!given || s == CAI_STREAM_NO_SYNC) &&
         from_foreign_table(st, x, given, &result))
         return result;
-    return from_producer(st, x, given, s, legacy_writable);
+    return from_producer(st, x, given, s, legacy_writable, -1);
+}
+
+/*
+ * The interface properties that add_array_interface gives a DLPack class:
+ * the tensor from obj's __dlpack__ (no copy; for CUDA made ready on the
+ * legacy default stream) described in a fresh dict, then released.  CAI's
+ * lifetime rule: the instance, not the dict, keeps the memory alive.
+ */
+PyObject *caiview_interface_of_producer(cai_state *st, PyObject *obj,
+                                        int is_cuda)
+{
+    PyObject *view = from_producer(st, obj, 0, 0, 0, is_cuda), *dict;
+    CAIViewObject *v = (CAIViewObject *)view;
+    int copied;
+
+    if (view == NULL)
+        return NULL;
+    copied = v->versioned && (((DLManagedTensorVersioned *)v->tensor)->flags &
+                              DLPACK_FLAG_BITMASK_IS_COPIED);
+    dict = copied ? NULL : caiview_interface(v);
+    /* Released first: the producer's deleter may run Python code. */
+    Py_DECREF(view);
+    if (copied)
+        PyErr_Format(PyExc_BufferError,
+                     "%.100s.__dlpack__ made a copy (IS_COPIED) though "
+                     "copy=False was asked: an array interface can only "
+                     "describe memory the instance itself keeps",
+                     Py_TYPE(obj)->tp_name);
+    return dict;
 }

@@ -8,6 +8,7 @@
  */
 #include "caibridge_module.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -208,8 +209,7 @@ void contiguous_desc(cai_desc_t *c, void *data, int ndim,
 
 /* A C-contiguous, writable copy of host data in a tensor marked IS_COPIED;
  * the tensor owns the copy and frees it in its deleter. */
-static PyObject *copy_to_capsule(cai_state *st, const cai_desc_t *d,
-                                 int versioned)
+PyObject *copy_to_capsule(cai_state *st, const cai_desc_t *d, int versioned)
 {
     int64_t nbytes;
     cai_desc_t c;
@@ -319,22 +319,8 @@ static PyObject *view_dlpack(PyObject *self, PyObject *const *args,
         return NULL;
     if ((versioned = wants_versioned(values[1])) < 0)
         return NULL;
-    if (values[2] != NULL && values[2] != Py_None) {
-        DLDevice want;
-
-        if (read_device(st, values[2], "dl_device", &want) != 0)
-            return NULL;
-        if (want.device_type != v->device.device_type ||
-            want.device_id != v->device.device_id) {
-            PyErr_Format(PyExc_BufferError,
-                         "dl_device = (%d, %d): the data lives on (%d, %d) "
-                         "and caibridge does not move data between devices",
-                         (int)want.device_type, (int)want.device_id,
-                         (int)v->device.device_type,
-                         (int)v->device.device_id);
-            return NULL;
-        }
-    }
+    if (check_dl_device(st, values[2], v->device) != 0)
+        return NULL;
     if ((copy = read_copy(values[3])) < 0)
         return NULL;
     return view_export(st, v, values[0], versioned, copy, v->sync);
@@ -351,16 +337,20 @@ static PyObject *view_dlpack_device(PyObject *self, PyObject *unused)
 static PyObject *view_repr(PyObject *self)
 {
     DLPackViewObject *v = (DLPackViewObject *)self;
-    char typestr[CAI_TYPESTR_MAX];
+    const char *device = device_type_name(v->device.device_type);
+    char typestr[CAI_TYPESTR_MAX], number[16];
     cai_error_t err;
 
     if (cai_typestr_format(v->dtype, typestr, &err) != 0)
         strcpy(typestr, "?");
+    if (device == NULL) { /* a type given with device= that has no name */
+        snprintf(number, sizeof number, "%d", (int)v->device.device_type);
+        device = number;
+    }
     return PyUnicode_FromFormat(
-        "<caibridge.DLPackView ndim=%d typestr='%s' device=(%d, %d)%s of "
-        "%.100s>", v->ndim, typestr, (int)v->device.device_type,
-        (int)v->device.device_id, v->readonly ? " readonly" : "",
-        Py_TYPE(v->obj)->tp_name);
+        "<caibridge.DLPackView ndim=%d typestr='%s' device=(%s, %d)%s of "
+        "%.100s>", v->ndim, typestr, device, (int)v->device.device_id,
+        v->readonly ? " readonly" : "", Py_TYPE(v->obj)->tp_name);
 }
 
 static PyObject *view_get_obj(PyObject *self, void *unused)
@@ -369,7 +359,8 @@ static PyObject *view_get_obj(PyObject *self, void *unused)
 }
 
 PyDoc_STRVAR(view_dlpack_doc,
-"__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)\n"
+"__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None,\n"
+"           copy=None)\n"
 "--\n\n"
 "Export the data as a DLPack capsule.\n\n"
 "A versioned capsule ('dltensor_versioned') when max_version asks for 1.x,\n"
@@ -380,7 +371,7 @@ PyDoc_STRVAR(view_dlpack_doc,
 "a C-contiguous host copy marked IS_COPIED; copy=False never copies.");
 
 PyDoc_STRVAR(view_dlpack_device_doc,
-"__dlpack_device__()\n--\n\n"
+"__dlpack_device__($self, /)\n--\n\n"
 "The (device_type, device_id) pair of the data.");
 
 static PyMethodDef view_methods[] = {

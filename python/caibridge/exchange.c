@@ -1,7 +1,8 @@
 /*
- * The DLPack C exchange API (DLPack 1.2/1.3), both sides: the table that
- * DLPackView's type publishes as __dlpack_c_exchange_api__, and reading a
- * foreign type's table in from_dlpack.  The table's functions are called
+ * The DLPack C exchange API (DLPack 1.2/1.3), both sides: the tables that
+ * DLPackView's and CAIView's types, and the classes add_dlpack patches,
+ * publish as __dlpack_c_exchange_api__, and reading a foreign type's table
+ * in from_dlpack.  The table's functions are called
  * from C with no module at hand: the views they take lead to the module
  * state through their type.
  *
@@ -141,7 +142,7 @@ static int xapi_current_work_stream(DLDeviceType device_type,
 }
 
 /* One table for every interpreter: it holds only functions. */
-static const DLPackExchangeAPI exchange_api = {
+const DLPackExchangeAPI view_exchange_api = {
     {{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, NULL},
     xapi_allocator,
     xapi_managed_from_py,
@@ -150,19 +151,67 @@ static const DLPackExchangeAPI exchange_api = {
     xapi_current_work_stream,
 };
 
-/* DLPack 1.3: the exchange API is a capsule in the producer type's dict. */
-int exchange_publish(cai_state *st, PyTypeObject *view_type)
+/* CAIView's table: its tensor re-exported, the view held by it. */
+static int xapi_caiview_from_py(void *py_object,
+                                DLManagedTensorVersioned **out)
 {
-    PyObject *capsule = PyCapsule_New((void *)(uintptr_t)&exchange_api,
+    PyObject *o = py_object;
+
+    *out = NULL;
+    if (!is_caiview(o)) {
+        PyErr_Format(PyExc_TypeError,
+                     "caibridge's exchange API takes a CAIView, got %.100s",
+                     Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    return caiview_tensor(type_state(Py_TYPE(o)), o, (void **)out);
+}
+
+const DLPackExchangeAPI caiview_exchange_api = {
+    {{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, NULL},
+    xapi_allocator,
+    xapi_caiview_from_py,
+    xapi_managed_to_py,
+    NULL, /* the tensor's own shape and strides may be absent (legacy) */
+    xapi_current_work_stream,
+};
+
+/* The table of classes patched by add_dlpack: each object is read afresh.
+ * No borrowed DLTensor: the object keeps no shape or strides in C. */
+static int xapi_object_from_py(void *py_object,
+                               DLManagedTensorVersioned **out)
+{
+    PyObject *o = py_object;
+    cai_state *st;
+
+    *out = NULL;
+    if ((st = bridge_state_of(o)) == NULL)
+        return -1;
+    return object_tensor(st, o, (void **)out);
+}
+
+const DLPackExchangeAPI bridge_exchange_api = {
+    {{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, NULL},
+    xapi_allocator,
+    xapi_object_from_py,
+    xapi_managed_to_py,
+    NULL,
+    xapi_current_work_stream,
+};
+
+/* DLPack 1.3: the exchange API is a capsule in the producer type's dict. */
+int exchange_publish(cai_state *st, PyTypeObject *type,
+                     const DLPackExchangeAPI *api)
+{
+    PyObject *capsule = PyCapsule_New((void *)(uintptr_t)api,
                                       CAPSULE_EXCHANGE_API, NULL);
     int rc;
 
     if (capsule == NULL)
         return -1;
-    rc = PyDict_SetItem(view_type->tp_dict, st->name[N_EXCHANGE_API],
-                        capsule);
+    rc = PyDict_SetItem(type->tp_dict, st->name[N_EXCHANGE_API], capsule);
     Py_DECREF(capsule);
-    PyType_Modified(view_type);
+    PyType_Modified(type);
     return rc;
 }
 

@@ -477,6 +477,35 @@ static int is_host_device(int32_t type)
     return type == kDLCPU || type == kDLCUDAHost || type == kDLCUDAManaged;
 }
 
+/* An object with neither interface: one that exports only the buffer
+ * protocol is a host array (buffer.c); anything else is refused. */
+static int describe_other(cai_state *st, PyObject *obj, PyObject *device,
+                          cai_desc_t *d, PyObject **keep)
+{
+    DLDevice given;
+
+    *keep = NULL;
+    if (!PyObject_CheckBuffer(obj)) {
+        PyErr_Format(PyExc_TypeError,
+                     "%.100s has neither __cuda_array_interface__ nor "
+                     "__array_interface__ nor the buffer protocol",
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    if (device != NULL && device != Py_None) {
+        if (read_device(st, device, "device", &given) != 0)
+            return -1;
+        if (given.device_type != kDLCPU || given.device_id != 0) {
+            PyErr_Format(PyExc_BufferError,
+                         "device = (%d, %d): a buffer-protocol object is "
+                         "host memory, (kDLCPU, 0)", (int)given.device_type,
+                         (int)given.device_id);
+            return -1;
+        }
+    }
+    return describe_buffer(obj, d, keep);
+}
+
 /*
  * Everything as_dlpack and to_dlpack share: reads obj's interface into d,
  * then validates it and fills its device (given, kDLCPU for host arrays, or
@@ -497,12 +526,8 @@ int describe(cai_state *st, PyObject *obj, PyObject *device, int validate,
         is_cuda = 0;
         if (cai_lookup_attr(obj, st->name[N_AI], &iface) < 0)
             return -1;
-        if (iface == NULL) {
-            PyErr_Format(PyExc_TypeError,
-                         "%.100s has neither __cuda_array_interface__ nor "
-                         "__array_interface__", Py_TYPE(obj)->tp_name);
-            return -1;
-        }
+        if (iface == NULL)
+            return describe_other(st, obj, device, d, keep);
     }
     rc = read_desc(st, obj, iface, is_cuda, d, keep, &offset);
     Py_DECREF(iface);

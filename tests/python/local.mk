@@ -9,6 +9,11 @@ CAI_PYTHON_TESTS = \
 	tests/python/test_from_dlpack.py \
 	tests/python/test_arguments.py \
 	tests/python/test_exchange_api.py \
+	tests/python/test_add_dlpack.py \
+	tests/python/test_add_array_interface.py \
+	tests/python/test_caiview_producer.py \
+	tests/python/test_buffer_producers.py \
+	tests/python/test_api_gaps.py \
 	$(empty)
 
 # The C core against NumPy through ctypes (cai_typestr_parse, contiguity,

@@ -57,7 +57,7 @@ def test_bad_arguments():
     with pytest.raises(TypeError, match="sync must be a bool"):
         caibridge.as_dlpack(producer, sync="yes")
     with pytest.raises(TypeError, match="unexpected keyword"):
-        caibridge.to_dlpack(producer, copy=True)
+        caibridge.to_dlpack(producer, cpy=True)
     view = caibridge.as_dlpack(producer)
     with pytest.raises(TypeError, match="positional"):
         view.__dlpack__(None)
