@@ -205,6 +205,11 @@ int read_stream(cai_state *st, PyObject *o, int *given, intptr_t *out)
         Py_DECREF(pair);
         if (rc != 0)
             return -1;
+        /* A raw cudaStream_t: 0 is the NULL stream, which the runtime
+         * reads as the legacy default stream (torch's default_stream()
+         * gives (0, 0)); only the bare integer 0 is ambiguous. */
+        if (v == 0)
+            v = CAI_STREAM_LEGACY;
     } else if (read_int64(o, "stream", -1, &v) != 0) {
         return -1;
     }

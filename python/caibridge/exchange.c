@@ -94,6 +94,25 @@ static DLPackViewObject *xapi_view(PyObject *o)
     return (DLPackViewObject *)o;
 }
 
+/*
+ * The table's stream contract: what it hands out is safe to use on the
+ * stream xapi_current_work_stream reports, the legacy default stream.  So
+ * that stream waits, on the device, for the producer's work (the host does
+ * not block); a view made with sync=False is handed out unordered, as the
+ * user chose.  Ordering is done at every hand-over: a consumer may launch
+ * on the reported stream at once.
+ */
+static inline int xapi_order(DLPackViewObject *v)
+{
+    cai_desc_t d;
+
+    if (!v->has_stream) /* nothing queued anywhere: the usual case */
+        return 0;
+    view_to_header(v, &d);
+    return order_streams(type_state(Py_TYPE(v)), &d, CAI_STREAM_LEGACY,
+                         v->sync);
+}
+
 static int xapi_managed_from_py(void *py_object,
                                 DLManagedTensorVersioned **out)
 {
@@ -103,7 +122,7 @@ static int xapi_managed_from_py(void *py_object,
     void *tensor;
 
     *out = NULL;
-    if ((v = xapi_view(o)) == NULL)
+    if ((v = xapi_view(o)) == NULL || xapi_order(v) != 0)
         return -1;
     if (view_tensor(v, 1, 0, &tensor, &err) != 0) {
         raise_status(type_state(Py_TYPE(o)), &err);
@@ -119,15 +138,20 @@ static int xapi_managed_to_py(DLManagedTensorVersioned *tensor,
                               void **out_py_object)
 {
     PyObject *module = PyImport_ImportModule("caibridge._core");
-    PyObject *v;
+    PyObject *v, *legacy_stream = PyLong_FromLong(CAI_STREAM_LEGACY);
 
-    if (module == NULL) {
+    if (module == NULL || legacy_stream == NULL) {
+        Py_XDECREF(module);
+        Py_XDECREF(legacy_stream);
         *out_py_object = NULL;
         delete_tensor(tensor, 1);
         return -1;
     }
-    v = caiview_new(PyModule_GetState(module), tensor, 1, Py_None);
+    /* CUDA data is ready on our work stream, the legacy one (caiview_new
+     * reports None for host data). */
+    v = caiview_new(PyModule_GetState(module), tensor, 1, legacy_stream);
     Py_DECREF(module);
+    Py_DECREF(legacy_stream);
     *out_py_object = v;
     return v == NULL ? -1 : 0;
 }
@@ -138,7 +162,7 @@ static int xapi_dltensor_from_py(void *py_object, DLTensor *out)
     PyObject *o = py_object;
     DLPackViewObject *v;
 
-    if ((v = xapi_view(o)) == NULL)
+    if ((v = xapi_view(o)) == NULL || xapi_order(v) != 0)
         return -1;
     out->data = v->data;
     out->device = v->device;
@@ -150,11 +174,14 @@ static int xapi_dltensor_from_py(void *py_object, DLTensor *out)
     return 0;
 }
 
-/* caibridge keeps no stream of its own: work goes on the default stream. */
+/* caibridge keeps no stream of its own: CUDA work goes on the legacy
+ * default stream, named by its handle (1), never NULL, which a consumer
+ * built with per-thread default streams would take for its own stream. */
 static int xapi_current_work_stream(DLDeviceType device_type,
                                     int32_t device_id, void **out)
 {
-    *out = NULL;
+    (void)device_id;
+    *out = is_cuda_device(device_type) ? (void *)CAI_STREAM_LEGACY : NULL;
     return 0;
 }
 
@@ -208,7 +235,10 @@ const DLPackExchangeAPI *foreign_table(cai_state *st, PyObject *x)
     return NULL;
 }
 
-/* from_dlpack through a producer type's table (stream None or -1). */
+/* from_dlpack through a producer type's table (stream None or -1).  The
+ * export orders nothing: the CAI stream reported is the one the table says
+ * the data is ready on (its NULL default stream is the legacy one), so a
+ * CAI consumer orders itself after it, whichever of the two was given. */
 PyObject *from_foreign_table(cai_state *st, PyObject *x,
                              const DLPackExchangeAPI *api, int given)
 {
@@ -223,11 +253,8 @@ PyObject *from_foreign_table(cai_state *st, PyObject *x,
         return NULL;
     }
     __atomic_fetch_add(&st->foreign_table_imports, 1, __ATOMIC_RELAXED);
-    if (given) {
-        stream_obj = Py_NewRef(Py_None);
-    } else if (is_cuda_device(t->dl_tensor.device.device_type)) {
-        /* No-sync export: the data is ready on the producer's current
-         * stream, which consumers of the CAI must wait on. */
+    (void)given;
+    if (is_cuda_device(t->dl_tensor.device.device_type)) {
         if (api->current_work_stream(t->dl_tensor.device.device_type,
                                      t->dl_tensor.device.device_id,
                                      &work) != 0) {

@@ -48,11 +48,13 @@ endif
 # The Python layer with no usable CUDA, and on the double (as_dlpack
 # locating, __dlpack__ ordering, from_dlpack reporting streams).  Run like
 # tests/python's files.
-EXTRA_DIST += tests/cuda/test_cuda_double.py tests/cuda/test_no_cuda.py
+CAI_CUDA_PYTHON_TESTS = tests/cuda/test_cuda_double.py \
+	tests/cuda/test_exchange_streams.py tests/cuda/test_streams.py
+EXTRA_DIST += $(CAI_CUDA_PYTHON_TESTS) tests/cuda/test_no_cuda.py
 if HAVE_PYTHON
 TESTS += tests/cuda/test_no_cuda.py
 if HAVE_CUDA
-TESTS += tests/cuda/test_cuda_double.py
+TESTS += $(CAI_CUDA_PYTHON_TESTS)
 endif
 endif
 
