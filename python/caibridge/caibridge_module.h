@@ -195,6 +195,7 @@ PyObject *reported_stream(int given, intptr_t s);
 /* capsule.c */
 extern const char CAPSULE_LEGACY[], CAPSULE_VERSIONED[];
 void release_pyobject(void *owner);
+int release_queue_init(void);
 void delete_tensor(void *tensor, int versioned);
 void legacy_capsule_destructor(PyObject *capsule);
 void versioned_capsule_destructor(PyObject *capsule);

@@ -285,7 +285,7 @@ static int module_exec(PyObject *module)
 
     st->sync_enabled = !(env != NULL && strcmp(env, "0") == 0);
     st->foreign_table_imports = 0;
-    if (intern_names(st) != 0)
+    if (intern_names(st) != 0 || release_queue_init() != 0)
         return -1;
     if ((st->DLPackView_Type = add_type(module, &dlpackview_spec)) == NULL ||
         exchange_publish(st, st->DLPackView_Type) != 0 ||

@@ -11,7 +11,7 @@ CAI_PYTHON_TESTS = \
 
 # Hardening (issue 6, helper "harden"): hostile input, leak soak, threads.
 CAI_PYTHON_TESTS += tests/python/test_hostile.py tests/python/test_soak.py \
-	tests/python/test_threads.py
+	tests/python/test_threads.py tests/python/test_exit_race.py
 
 EXTRA_DIST += $(CAI_PYTHON_TESTS) tests/python/conftest.py \
 	tests/python/pip-install.sh
