@@ -21,6 +21,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "caibridge.h"
 /* The core's private fast path: a tensor from an already checked layout. */
@@ -46,6 +47,9 @@ enum {
 
 #define KEY_SLOT_MASK 63
 
+/* The sub-interpreter a module instance lives in (capsule.c). */
+typedef struct cai_home cai_home;
+
 /* Everything the module owns, per interpreter. */
 typedef struct {
     PyTypeObject *DLPackView_Type;
@@ -66,6 +70,9 @@ typedef struct {
     /* How many from_dlpack calls a foreign type's exchange API served
      * (tests read it); updated atomically. */
     unsigned long long foreign_table_imports;
+    /* NULL in the main interpreter; else where tensors made here release
+     * their owners. */
+    cai_home *home;
 #ifndef Py_GIL_DISABLED
     /* Producers hand out the same typestr and callers the same device
      * tuple call after call: the last ones read (exact, immutable) are
@@ -196,6 +203,10 @@ PyObject *reported_stream(int given, intptr_t s);
 extern const char CAPSULE_LEGACY[], CAPSULE_VERSIONED[];
 void release_pyobject(void *owner);
 int release_queue_init(void);
+cai_home *home_new(PyObject *module);
+void home_release(cai_home *home);
+int owner_away(cai_home *home, PyObject *obj, void **owner,
+               cai_release_fn *release);
 void delete_tensor(void *tensor, int versioned);
 void legacy_capsule_destructor(PyObject *capsule);
 void versioned_capsule_destructor(PyObject *capsule);
@@ -254,6 +265,7 @@ typedef struct {
     int sync;
     int readonly_legacy_ok;
     intptr_t stream;
+    cai_home *home; /* the module's (NULL in the main interpreter) */
     int64_t dims[];
 } DLPackViewObject;
 
@@ -283,6 +295,8 @@ static inline int is_view(PyObject *o)
 static inline int view_tensor(DLPackViewObject *v, int versioned,
                               unsigned options, void **out, cai_error_t *err)
 {
+    cai_release_fn release = release_pyobject;
+    void *owner = v;
     DLTensor t;
 
     t.data = v->data;
@@ -293,8 +307,16 @@ static inline int view_tensor(DLPackViewObject *v, int versioned,
     t.strides = VIEW_ELEMENT_STRIDES(v);
     t.byte_offset = 0;
     Py_INCREF(v);
-    return cai_tensor_new(&t, v->readonly, versioned, options, v,
-                          release_pyobject, out, err);
+    if (v->home != NULL &&
+        owner_away(v->home, (PyObject *)v, &owner, &release) != 0) {
+        err->status = CAI_ENOMEM;
+        err->field[0] = '\0';
+        snprintf(err->message, sizeof err->message,
+                 "no memory for the tensor's owner");
+        return -1;
+    }
+    return cai_tensor_new(&t, v->readonly, versioned, options, owner,
+                          release, out, err);
 }
 
 /* caiview.c */

@@ -69,6 +69,7 @@ PyObject *view_new(cai_state *st, PyObject *obj, const cai_desc_t *d,
     v->stream = d->stream;
     v->sync = sync;
     v->readonly_legacy_ok = readonly_legacy_ok;
+    v->home = st->home;
     /* Loops, not memcpy: a call costs more than a few extents. */
     for (i = 0; i < d->ndim; i++)
         VIEW_SHAPE(v)[i] = d->shape[i];

@@ -69,6 +69,8 @@ static PyObject *checked_capsule(cai_state *st, cai_desc_t *d, int versioned,
                                  unsigned options, PyObject *owner)
 {
     int64_t elem[CAI_MAX_NDIM];
+    cai_release_fn release = release_pyobject;
+    void *held = owner;
     cai_error_t err;
     DLTensor t;
     void *tensor;
@@ -77,6 +79,8 @@ static PyObject *checked_capsule(cai_state *st, cai_desc_t *d, int versioned,
         Py_DECREF(owner);
         return raise_status(st, &err);
     }
+    if (st->home != NULL && owner_away(st->home, owner, &held, &release) != 0)
+        return PyErr_NoMemory();
     t.data = d->data;
     t.device = d->device;
     t.ndim = d->ndim;
@@ -84,8 +88,8 @@ static PyObject *checked_capsule(cai_state *st, cai_desc_t *d, int versioned,
     t.shape = d->shape;
     t.strides = elem;
     t.byte_offset = 0;
-    if (cai_tensor_new(&t, d->readonly, versioned, options, owner,
-                       release_pyobject, &tensor, &err) != 0)
+    if (cai_tensor_new(&t, d->readonly, versioned, options, held, release,
+                       &tensor, &err) != 0)
         return raise_status(st, &err);
     return tensor_capsule(tensor, versioned);
 }
@@ -239,7 +243,13 @@ static int module_clear(PyObject *module)
 
 static void module_free(void *module)
 {
+    cai_state *st = PyModule_GetState((PyObject *)module);
+
     (void)module_clear((PyObject *)module);
+    if (st != NULL) {
+        home_release(st->home);
+        st->home = NULL;
+    }
 }
 
 static int intern_names(cai_state *st)
@@ -285,6 +295,10 @@ static int module_exec(PyObject *module)
 
     st->sync_enabled = !(env != NULL && strcmp(env, "0") == 0);
     st->foreign_table_imports = 0;
+    st->home = NULL;
+    if (PyInterpreterState_Get() != PyInterpreterState_Main() &&
+        (st->home = home_new(module)) == NULL)
+        return -1;
     if (intern_names(st) != 0 || release_queue_init() != 0)
         return -1;
     if ((st->DLPackView_Type = add_type(module, &dlpackview_spec)) == NULL ||
