@@ -51,6 +51,10 @@ class Controls(ctypes.Structure):
         ("fail", ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_int)),
         ("log", ctypes.CFUNCTYPE(ctypes.c_char_p)),
         ("live_events", ctypes.CFUNCTYPE(ctypes.c_int)),
+        ("add_allocation", ctypes.CFUNCTYPE(
+            None, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+            ctypes.c_int, ctypes.c_void_p)),
+        ("add_stream", ctypes.CFUNCTYPE(None, ctypes.c_long, ctypes.c_int)),
     ]
 
 
@@ -72,8 +76,14 @@ class Double:
     def fail(self, call, error):
         self._c.fail(call.encode(), error)
 
+    def add_stream(self, handle, device):
+        self._c.add_stream(handle, device)
+
     def log(self):
-        return self._c.log().decode().splitlines()
+        """The calls since the last reset; the driver's one-time cuInit is
+        left out (it comes with whichever test binds the driver first)."""
+        return [line for line in self._c.log().decode().splitlines()
+                if line != "cuInit(0)"]
 
     def live_events(self):
         return self._c.live_events()
@@ -111,6 +121,7 @@ def double():
     caibridge.as_dlpack(DeviceArray())
     # The first CUDA call binds the runtime, which asks for its version.
     assert d.log() == ["cudaRuntimeGetVersion() = 13000",
+                       "cudaPeekAtLastError() = 0",
                        f"cudaPointerGetAttributes({DEVICE_PTR:#x})"], (
         "caibridge is not using the double: was a CUDA runtime already "
         "bound in this process?")
@@ -123,12 +134,25 @@ def cuda(double):
     return double
 
 
-def event_ordering(p, s, device=0):
+def name(stream):
+    """A stream as the double logs it: the headers' names for the default
+    stream handles."""
+    return {1: "cudaStreamLegacy", 2: "cudaStreamPerThread"}.get(
+        stream, f"{stream:#x}")
+
+
+def event_ordering(p, s):
+    """Device 0's primary context current, p a stream handle."""
     return [
-        f"cudaGetDevice() = {device}",
-        f"cudaEventCreateWithFlags(0x2) = ev1 on device {device}",
+        "cudaPeekAtLastError() = 0",
+        "cuCtxGetCurrent() = P0",
+        f"cuStreamGetCtx({p:#x}) = P0",
+        f"cudaStreamIsCapturing({p:#x}) = 0",
+        "cudaEventCreateWithFlags(cudaEventDisableTiming) = ev1 on P0",
         f"cudaEventRecord(ev1, {p:#x})",
-        f"cudaStreamWaitEvent({s:#x}, ev1, 0x0)",
+    ] + (["cuCtxGetDevice() = 0"] if s in (1, 2) else []) + [
+        f"cudaStreamIsCapturing({name(s)}) = 0",
+        f"cudaStreamWaitEvent({name(s)}, ev1, cudaEventWaitDefault)",
         "cudaEventDestroy(ev1)",
     ]
 
@@ -139,7 +163,8 @@ def test_device_memory_is_on_its_own_device(cuda):
     cuda.pointer(DEVICE_PTR, DEVICE, 1)
     view = caibridge.as_dlpack(DeviceArray())
     assert view.__dlpack_device__() == (KDLCUDA, 1)
-    assert cuda.log() == [f"cudaPointerGetAttributes({DEVICE_PTR:#x})"]
+    assert cuda.log() == ["cudaPeekAtLastError() = 0",
+                          f"cudaPointerGetAttributes({DEVICE_PTR:#x})"]
 
 
 @pytest.mark.parametrize("kind, expected", [
@@ -160,7 +185,8 @@ def test_zero_size_array_takes_the_current_device(cuda):
     cuda.current_device(2)
     view = caibridge.as_dlpack(DeviceArray(ptr=0, shape=(0,)))
     assert view.__dlpack_device__() == (KDLCUDA, 2)
-    assert cuda.log() == ["cudaGetDevice() = 2"]
+    assert cuda.log() == ["cudaPeekAtLastError() = 0",
+                          "cuCtxGetCurrent() = P2", "cuCtxGetDevice() = 2"]
 
 
 def test_explicit_device_skips_the_lookup(cuda):
@@ -203,15 +229,20 @@ def test_consumer_waits_on_an_event(cuda, consumer, seen):
 
 def test_producer_on_another_device(cuda):
     view = located(cuda, PRODUCER, device=1)
+    cuda.add_stream(PRODUCER, 1)
     view.__dlpack__(stream=CONSUMER)
     assert cuda.log() == [
-        "cudaGetDevice() = 0",
-        "cudaSetDevice(1)",
-        "cudaEventCreateWithFlags(0x2) = ev1 on device 1",
+        "cudaPeekAtLastError() = 0",
+        "cuCtxGetCurrent() = P0",
+        f"cuStreamGetCtx({PRODUCER:#x}) = P1",
+        "cuCtxSetCurrent(P1)",
+        f"cudaStreamIsCapturing({PRODUCER:#x}) = 0",
+        "cudaEventCreateWithFlags(cudaEventDisableTiming) = ev1 on P1",
         f"cudaEventRecord(ev1, {PRODUCER:#x})",
-        f"cudaStreamWaitEvent({CONSUMER:#x}, ev1, 0x0)",
+        f"cudaStreamIsCapturing({CONSUMER:#x}) = 0",
+        f"cudaStreamWaitEvent({CONSUMER:#x}, ev1, cudaEventWaitDefault)",
         "cudaEventDestroy(ev1)",
-        "cudaSetDevice(0)",
+        "cuCtxSetCurrent(P0)",
     ]
 
 
