@@ -303,9 +303,9 @@ static PyObject *from_view(cai_state *st, DLPackViewObject *v,
 
     view_to_header(v, &d);
     if (check_stream(st, &d, stream, &consumer) != 0 ||
-        order_streams(st, &d, consumer, v->sync) != 0)
+        view_order(st, v, consumer) != 0)
         return NULL;
-    if (view_tensor(v, 1, 0, &tensor, &err) != 0)
+    if (view_tensor(v, 1, 0, consumer, &tensor, &err) != 0)
         return raise_status(st, &err);
     t = tensor;
     /* -1: nothing was ordered, so the data is ready where the producer

@@ -98,19 +98,16 @@ static DLPackViewObject *xapi_view(PyObject *o)
  * The table's stream contract: what it hands out is safe to use on the
  * stream xapi_current_work_stream reports, the legacy default stream.  So
  * that stream waits, on the device, for the producer's work (the host does
- * not block); a view made with sync=False is handed out unordered, as the
- * user chose.  Ordering is done at every hand-over: a consumer may launch
- * on the reported stream at once.
+ * not block) on the fence taken when the view was made; a view made with
+ * sync=False has none and is handed out unordered, as the user chose.
+ * Every hand-over waits: a consumer may launch on the reported stream at
+ * once.
  */
 static inline int xapi_order(DLPackViewObject *v)
 {
-    cai_desc_t d;
-
-    if (!v->has_stream) /* nothing queued anywhere: the usual case */
-        return 0;
-    view_to_header(v, &d);
-    return order_streams(type_state(Py_TYPE(v)), &d, CAI_STREAM_LEGACY,
-                         v->sync);
+    return v->fence == NULL ? 0
+                            : view_order(type_state(Py_TYPE(v)), v,
+                                         CAI_STREAM_LEGACY);
 }
 
 static int xapi_managed_from_py(void *py_object,
@@ -124,7 +121,8 @@ static int xapi_managed_from_py(void *py_object,
     *out = NULL;
     if ((v = xapi_view(o)) == NULL || xapi_order(v) != 0)
         return -1;
-    if (view_tensor(v, 1, 0, &tensor, &err) != 0) {
+    /* Released, the producer's stream waits for the legacy one. */
+    if (view_tensor(v, 1, 0, CAI_STREAM_LEGACY, &tensor, &err) != 0) {
         raise_status(type_state(Py_TYPE(o)), &err);
         return -1;
     }

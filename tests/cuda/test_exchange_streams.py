@@ -65,13 +65,17 @@ def ours():
     return ExchangeAPI.from_address(_get(capsule, b"dlpack_exchange_api"))
 
 
+NAMES = {"cudaStreamLegacy": "0x1", "cudaStreamPerThread": "0x2"}
+
+
 def ordering(log):
     """The ordering calls of a log, without handles' decorations:
     ("record", event, stream), ("wait", stream, event), ("host", what)."""
     out = []
     for line in log:
         call, _, rest = line.partition("(")
-        args = [a.strip() for a in rest.split(")")[0].split(",")]
+        args = [NAMES.get(a.strip(), a.strip())
+                for a in rest.split(")")[0].split(",")]
         failed = "-> error" in line
         if call == "cudaEventRecord":
             out.append(("record", args[0], args[1]) + (("failed",) * failed))
@@ -143,6 +147,21 @@ def test_different_streams_are_ordered_on_the_device(cuda, how):
     assert cuda.live_events() == 0, "no event outlives the view"
 
 
+def test_release_orders_the_producer_after_the_reported_stream(cuda):
+    """The reverse edge: when the consumer deletes the table's tensor, the
+    producer's stream waits for the legacy stream, so producer work queued
+    afterwards cannot overtake the consumer's reads."""
+    view = view_of(cuda, PRODUCER)
+    rc, tensor = handed_out(view, "managed")
+    assert rc == 0
+    cuda.reset()
+    release(tensor)
+    calls = ordering(cuda.log())
+    assert [c[0] for c in calls] == ["record", "wait"], calls
+    assert calls[0][2] == f"{LEGACY:#x}"
+    assert calls[1][1:] == (f"{PRODUCER:#x}", calls[0][1])
+
+
 @pytest.mark.parametrize("how", ["managed", "dltensor"])
 def test_each_hand_over_waits_again(cuda, how):
     """A second consumer may have launched nothing yet: every hand-over
@@ -152,13 +171,13 @@ def test_each_hand_over_waits_again(cuda, how):
         rc, tensor = handed_out(view, how)
         assert rc == 0
         release(tensor)
-    waits = [c for c in ordering(cuda.log()) if c[0] == "wait"]
-    assert len(waits) == 2 and all(w[1] == f"{LEGACY:#x}" for w in waits)
+    waits = [c for c in ordering(cuda.log())
+             if c[0] == "wait" and c[1] == f"{LEGACY:#x}"]
+    assert len(waits) == 2
 
 
 @pytest.mark.parametrize("stream, kwargs", [
     (None, {}),            # no producer stream: nothing to order
-    (LEGACY, {}),          # already the reported stream
     (PRODUCER, {"sync": False}),  # the user opted out
 ])
 @pytest.mark.parametrize("how", ["managed", "dltensor"])
@@ -175,6 +194,7 @@ def test_producer_on_another_device(cuda):
     wait queued where the data is (the consumer launches there, on stream
     1, which names that device's legacy stream), and device 0 is current
     again afterwards."""
+    cuda.add_stream(PRODUCER, 1)
     view = view_of(cuda, PRODUCER, device=1)
     assert view.__dlpack_device__() == (KDLCUDA, 1)
     rc, tensor = handed_out(view, "managed")
@@ -182,9 +202,12 @@ def test_producer_on_another_device(cuda):
     log = cuda.log()
     creates = [line for line in log
                if line.startswith("cudaEventCreateWithFlags")]
-    assert creates and all("device 1" in line or "P1" in line
-                           for line in creates), log
+    assert creates and all(line.endswith("on P1") for line in creates), log
     assert [c[1] for c in ordering(log) if c[0] == "wait"] == [f"{LEGACY:#x}"]
+    waited = log.index(next(line for line in log
+                            if line.startswith("cudaStreamWaitEvent")))
+    assert "cuCtxGetCurrent() = P1" in log[:waited], \
+        "the legacy stream waited on is device 1's"
     assert cuda._c.current_device() == 0, "the caller's device is restored"
     assert work_stream(KDLCUDA, 1) == LEGACY
     release(tensor)
@@ -200,13 +223,14 @@ def test_cuda_errors_on_each_step(cuda, call, how):
     cuda.pointer(DEVICE_PTR, DEVICE, 0)
     producer = DeviceArray(stream=PRODUCER)
     before = sys.getrefcount(producer)
+    events = cuda.live_events()
     cuda.fail(call, 999)
     with pytest.raises(caibridge.CUDAError, match=rf"{call} failed"):
         view = caibridge.as_dlpack(producer)
         handed_out(view, how)
     view = None
     assert sys.getrefcount(producer) == before, "nothing holds the producer"
-    assert cuda.live_events() == 0
+    assert cuda.live_events() == events
 
 
 def test_sync_off_keeps_the_table_unordered_but_reports_legacy(cuda):
