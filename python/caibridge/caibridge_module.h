@@ -56,6 +56,9 @@ typedef struct {
     PyTypeObject *CAIView_Type;
     PyObject *CUDAError;
     PyObject *name[N_COUNT];
+    /* Each entry point's keyword names, in its order (borrowed from name). */
+    PyObject *kw_as_dlpack[3], *kw_to_dlpack[5], *kw_dlpack[4],
+        *kw_from_dlpack[1];
     /* The keyword names from_dlpack passes to __dlpack__. */
     PyObject *kw_stream_max_version, *kw_stream;
     PyObject *max_version_ours; /* (1, 3) */
@@ -107,7 +110,8 @@ int check_positional(const char *fname, Py_ssize_t nargs,
 int read_int64(PyObject *o, const char *field, Py_ssize_t index,
                int64_t *out);
 Py_ssize_t read_int_tuple(PyObject *o, const char *field, int64_t *out);
-int read_device(cai_state *st, PyObject *o, const char *what, DLDevice *out);
+int read_device_tuple(cai_state *st, PyObject *o, const char *what,
+                      DLDevice *out);
 int read_stream(cai_state *st, PyObject *o, int *given, intptr_t *out);
 int wants_versioned(PyObject *o);
 int read_copy(PyObject *o);
@@ -135,6 +139,20 @@ static inline int match_keywords(const char *fname, PyObject *const *kwvalues,
         values[j] = kwvalues[i];
     }
     return 0;
+}
+
+/* A (device_type, device_id) pair as __dlpack_device__ returns it; the
+ * tuple callers pass call after call is remembered. */
+static inline int read_device(cai_state *st, PyObject *o, const char *what,
+                              DLDevice *out)
+{
+#ifndef Py_GIL_DISABLED
+    if (o == st->last_device_obj) {
+        *out = st->last_device;
+        return 0;
+    }
+#endif
+    return read_device_tuple(st, o, what, out);
 }
 
 /* A keyword flag: bool or int (truth value), NULL meaning the default. */
@@ -269,6 +287,7 @@ typedef struct {
     int sync;
     int readonly_legacy_ok;
     intptr_t stream;
+    cai_state *st;  /* the module's state (the type keeps the module) */
     cai_home *home; /* the module's (NULL in the main interpreter) */
     /* A point in the producer's stream taken when the view was made, or
      * NULL when there is nothing to order; hand-overs wait on it. */
@@ -282,6 +301,10 @@ typedef struct {
 #define VIEW_ELEMENT_STRIDES(v) ((v)->dims + 2 * (v)->ndim)
 
 extern PyType_Spec dlpackview_spec;
+int contiguous_nbytes(int ndim, const int64_t *shape, int64_t itemsize,
+                      int64_t *nbytes);
+void contiguous_desc(cai_desc_t *c, void *data, int ndim,
+                     const int64_t *shape, DLDataType dtype, DLDevice device);
 void view_dealloc(PyObject *self);
 PyObject *view_new(cai_state *st, PyObject *obj, const cai_desc_t *d,
                    PyObject *keep, int sync, int readonly_legacy_ok);

@@ -22,9 +22,8 @@ static int xapi_allocator(DLTensor *prototype, DLManagedTensorVersioned **out,
 {
     cai_desc_t d;
     cai_error_t err;
-    int64_t itemsize, count = 1, nbytes;
+    int64_t itemsize, nbytes;
     void *block;
-    int i;
 
     *out = NULL;
     if (prototype->device.device_type != kDLCPU) {
@@ -40,32 +39,21 @@ static int xapi_allocator(DLTensor *prototype, DLManagedTensorVersioned **out,
         return -1;
     }
     itemsize = cai_dtype_itemsize(prototype->dtype);
-    for (i = 0; i < prototype->ndim; i++) {
-        if (prototype->shape[i] < 0 ||
-            __builtin_mul_overflow(count, prototype->shape[i], &count))
-            goto too_big;
+    if (itemsize == 0 || contiguous_nbytes(prototype->ndim, prototype->shape,
+                                           itemsize, &nbytes) != 0) {
+        if (set_error != NULL)
+            set_error(error_ctx, "ValueError",
+                      "the prototype's dtype or size cannot be allocated");
+        return -1;
     }
-    if (itemsize == 0 || __builtin_mul_overflow(count, itemsize, &nbytes) ||
-        (uint64_t)nbytes > SIZE_MAX)
-        goto too_big;
     block = NULL;
     if (posix_memalign(&block, 64, nbytes > 0 ? (size_t)nbytes : 1) != 0) {
         if (set_error != NULL)
             set_error(error_ctx, "MemoryError", "cannot allocate the tensor");
         return -1;
     }
-    d.data = block;
-    d.readonly = 0;
-    d.ndim = prototype->ndim;
-    d.version = 3;
-    d.has_strides = 0;
-    d.has_mask = 0;
-    d.has_stream = 0;
-    d.stream = 0;
-    d.dtype = prototype->dtype;
-    d.device = prototype->device;
-    for (i = 0; i < d.ndim; i++)
-        d.shape[i] = prototype->shape[i];
+    contiguous_desc(&d, block, prototype->ndim, prototype->shape,
+                    prototype->dtype, prototype->device);
     if (cai_desc_to_dlpack_versioned(&d, 0, block, free, out, &err) != 0) {
         if (set_error != NULL)
             set_error(error_ctx,
@@ -74,12 +62,6 @@ static int xapi_allocator(DLTensor *prototype, DLManagedTensorVersioned **out,
         return -1;
     }
     return 0;
-
-too_big:
-    if (set_error != NULL)
-        set_error(error_ctx, "ValueError",
-                  "the prototype's dtype or size cannot be allocated");
-    return -1;
 }
 
 /* The exchange API's Python objects must be our views. */

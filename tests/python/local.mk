@@ -13,8 +13,13 @@ CAI_PYTHON_TESTS = \
 CAI_PYTHON_TESTS += tests/python/test_hostile.py tests/python/test_soak.py \
 	tests/python/test_threads.py tests/python/test_exit_race.py
 
+# Sub-interpreters, legacy and (3.12+) isolated; run-subinterp.sh runs them
+# on another interpreter (make check-subinterp PYTHON312=...).
+CAI_PYTHON_TESTS += tests/python/test_subinterpreters.py
+
 EXTRA_DIST += $(CAI_PYTHON_TESTS) tests/python/conftest.py \
-	tests/python/pip-install.sh
+	tests/python/pip-install.sh tests/python/xconsumer.c \
+	tests/python/run-subinterp.sh
 
 if HAVE_PYTHON
 TESTS += $(CAI_PYTHON_TESTS)
@@ -24,6 +29,12 @@ PY_LOG_COMPILER = env PYTHONDONTWRITEBYTECODE=1 \
 	$(PYTHON) -m pytest --tap-stream -p no:cacheprovider -q \
 	--rootdir=$(abs_srcdir)/tests/python
 endif
+
+check-subinterp:
+	@test -n "$(PYTHON312)" || { \
+	  echo "check-subinterp: give PYTHON312=/path/to/python3.12"; exit 2; }
+	sh $(srcdir)/tests/python/run-subinterp.sh $(PYTHON312)
+.PHONY: check-subinterp
 
 # Hypothesis keeps its example database in the build tree, not in the
 # directory the tests run from.
