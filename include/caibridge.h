@@ -150,6 +150,24 @@ CAI_API int cai_strides_elements_to_bytes(int ndim, const int64_t *elements,
 CAI_API int cai_is_c_contiguous(int ndim, const int64_t *shape,
                                 const int64_t *strides_bytes, int64_t itemsize);
 
+/*
+ * The bytes a strided layout addresses, relative to its data pointer: every
+ * element lies in [*lo, *hi), where
+ *   *lo = byte_offset + sum of strides[i] * (shape[i] - 1) over negative ones,
+ *   *hi = byte_offset + sum of the positive ones + itemsize.
+ * Byte strides may be negative or zero; NULL means C-contiguous.  An axis of
+ * length 1 never applies its stride.  A zero-size array addresses nothing:
+ * *lo = *hi = byte_offset.  Every product and sum is overflow-checked; a
+ * layout whose extent or element count does not fit in int64_t fails with
+ * CAI_EINVAL naming shape, strides[i] or offset, so a buffer of len bytes
+ * holds the array exactly when *lo >= 0 && *hi <= len.  No pointer is read
+ * or formed.  On failure *lo = *hi = 0.
+ */
+CAI_API int cai_layout_extent(int ndim, const int64_t *shape,
+                              const int64_t *strides_bytes, int64_t itemsize,
+                              int64_t byte_offset, int64_t *lo, int64_t *hi,
+                              cai_error_t *err) CAI_WUR CAI_NONNULL(6, 7);
+
 /* Checks every rule a descriptor must follow to be converted; reads only. */
 CAI_API int cai_desc_validate(const cai_desc_t *desc, cai_error_t *err)
     CAI_WUR CAI_NONNULL(1);
@@ -241,12 +259,12 @@ CAI_API intptr_t cai_cuda_stream_from_handle(uintptr_t handle);
 /*
  * Makes work on consumer_stream wait for work already queued on the
  * producer's stream (CAI v3 "Synchronization"), without blocking the host:
- * cai_fence_record, cai_fence_wait and cai_fence_destroy in one call, so
- * the producer's stream is resolved now, on this thread.  No CUDA call is
- * made when the producer has no stream, when the array has no elements,
- * when the consumer passes CAI_STREAM_NO_SYNC, or when both are the same
- * stream handle.  A consumer stream of 0 is refused (CAI_EINVAL).  Nothing
- * is allocated; producer stays the caller's.
+ * a fence recorded, waited on and destroyed in one call, so the producer's
+ * stream is resolved now, on this thread.  Only producer->has_stream,
+ * stream and device are read.  No CUDA call is made when the producer has
+ * no stream, when the consumer passes CAI_STREAM_NO_SYNC, or when both are
+ * the same stream.  A consumer stream of 0 is refused (CAI_EINVAL).
+ * Nothing is allocated; producer stays the caller's.
  */
 CAI_API int cai_cuda_order(const cai_desc_t *producer, intptr_t consumer_stream,
                            cai_error_t *err) CAI_WUR CAI_NONNULL(1);
@@ -267,7 +285,8 @@ typedef struct cai_fence cai_fence_t;
 
 /*
  * Records a fence on producer->stream now and writes it to *out, which the
- * caller then owns and must pass to cai_fence_destroy.  *out is set to NULL
+ * caller then owns and must pass to cai_fence_destroy.  producer's
+ * has_stream, stream, device, ndim and shape are read.  *out is set to NULL
  * (success, nothing to own) when no ordering is needed: no producer stream,
  * no elements, or a default stream on a thread with no CUDA context (that
  * thread queued nothing).  The event is created in the stream's context

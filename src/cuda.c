@@ -38,10 +38,10 @@ static int is_default_stream(intptr_t stream)
     return stream == CAI_STREAM_LEGACY || stream == CAI_STREAM_PER_THREAD;
 }
 
-/* Checks the producer's side; 1 when there is something to order. */
+/* Checks the producer's stream; 1 when there is something to order.
+ * Reads has_stream and stream only. */
 static int producer_needs_order(const cai_desc_t *producer, cai_error_t *err)
 {
-    int64_t count;
     int rc;
 
     if (!producer->has_stream)
@@ -53,11 +53,6 @@ static int producer_needs_order(const cai_desc_t *producer, cai_error_t *err)
         return cai_fail(err, CAI_EINVAL, "stream",
                         "producer stream = -1 is not a stream: CAI v3 gives "
                         "None, 1, 2 or a cudaStream_t handle");
-    /* No element is read, so no write has to be waited for. */
-    if (producer->ndim > 0 && producer->ndim <= CAI_MAX_NDIM &&
-        cai_element_count(producer->ndim, producer->shape, &count) == 0 &&
-        count == 0)
-        return 0;
     return 1;
 }
 
@@ -243,6 +238,8 @@ struct cudriver {
     CUresult(CUDAAPI *ctx_set_current)(CUcontext);
     CUresult(CUDAAPI *ctx_get_device)(CUdevice *);
     CUresult(CUDAAPI *stream_get_ctx)(CUstream, CUcontext *);
+    CUresult(CUDAAPI *pointer_get_attribute)(void *, CUpointer_attribute,
+                                             CUdeviceptr);
 };
 
 #define DRIVER_ENTRY_POINT(name, field) {name, offsetof(struct cudriver, field)}
@@ -252,6 +249,7 @@ static const struct entry_point driver_entry_points[] = {
     DRIVER_ENTRY_POINT("cuCtxSetCurrent", ctx_set_current),
     DRIVER_ENTRY_POINT("cuCtxGetDevice", ctx_get_device),
     DRIVER_ENTRY_POINT("cuStreamGetCtx", stream_get_ctx),
+    DRIVER_ENTRY_POINT("cuPointerGetAttribute", pointer_get_attribute),
 };
 
 /* Written once under pthread_once, read-only afterwards. */
@@ -1062,7 +1060,7 @@ static int current_device(struct op *op, int *device)
 {
     CUdevice d;
 
-    if (ctx_save(op) != 0)
+    if (!op->have_saved && ctx_save(op) != 0)
         return -1;
     if (op->have_saved && op->saved != NULL) {
         if (op_failed(op, "cuCtxGetDevice", driver.ctx_get_device(&d)))
@@ -1122,9 +1120,33 @@ static int locate(const void *ptr, intptr_t stream, DLDevice *out,
     }
 
     memset(&a, 0, sizeof a);
-    if (op_failed(&op, "cudaPointerGetAttributes",
-                  runtime.pointer_get_attributes(&a.attributes, ptr)))
+    a.attributes.type = cudaMemoryTypeUnregistered;
+    if (ctx_save(&op) != 0)
         return op_end(&op, err);
+    if (op.have_saved && op.saved == NULL) {
+        /* With no context current the runtime would make one (a primary
+         * context on the thread's device, 0 on a fresh thread) for its
+         * lookup: the driver names the memory's own context, which is
+         * made current for it; memory of no context is not CUDA's. */
+        CUcontext owner = NULL;
+
+        if (driver.pointer_get_attribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT,
+                                         (CUdeviceptr)(uintptr_t)ptr) ==
+                CUDA_SUCCESS &&
+            owner != NULL && ctx_switch(&op, owner) == 0 &&
+            op_failed(&op, "cudaPointerGetAttributes",
+                      runtime.pointer_get_attributes(&a.attributes, ptr))) {
+            ctx_restore(&op);
+            return op_end(&op, err);
+        }
+        ctx_restore(&op);
+        if (op.call != NULL || op.restore_call != NULL)
+            return op_end(&op, err);
+    } else if (op_failed(&op, "cudaPointerGetAttributes",
+                         runtime.pointer_get_attributes(&a.attributes,
+                                                        ptr))) {
+        return op_end(&op, err);
+    }
     switch (a.attributes.type) {
     case cudaMemoryTypeDevice:
         if (a.attributes.device < 0)
@@ -1203,10 +1225,16 @@ int cai_cuda_locate_desc(const cai_desc_t *desc, DLDevice *out,
 int cai_fence_record(const cai_desc_t *producer, cai_fence_t **out,
                      cai_error_t *err)
 {
+    int64_t count;
     int rc;
 
     *out = NULL;
     rc = producer_needs_order(producer, err);
+    /* No element is read, so no write has to be waited for. */
+    if (rc > 0 && producer->ndim > 0 && producer->ndim <= CAI_MAX_NDIM &&
+        cai_element_count(producer->ndim, producer->shape, &count) == 0 &&
+        count == 0)
+        rc = 0;
     if (rc <= 0) {
         if (rc == 0)
             cai_ok(err);

@@ -30,10 +30,29 @@ static int header_error(const cai_desc_t *d, cai_error_t *err)
                     cai_dtype_name(d->dtype, name));
 }
 
+/* 1 when the bytes [data + lo, data + hi) do not all have addresses: the
+ * array would run below address 0 or past the top of the address space. */
+static int wraps(const void *data, int64_t lo, int64_t hi)
+{
+    uintptr_t p = (uintptr_t)data;
+    uint64_t below = lo < 0 ? (uint64_t)0 - (uint64_t)lo : 0;
+
+    return below > p || (uint64_t)hi > (uint64_t)(UINTPTR_MAX - p);
+}
+
+static int wrap_error(const void *data, int64_t lo, int64_t hi,
+                      cai_error_t *err)
+{
+    return cai_fail(err, CAI_EINVAL, "data",
+                    "data = %p with the byte extent [%lld, %lld) of the "
+                    "array runs outside the address space", data,
+                    (long long)lo, (long long)hi);
+}
+
 int cai_desc_check(const cai_desc_t *d, int64_t *elem_strides,
                    cai_error_t *err)
 {
-    int64_t itemsize, count = 1, lo = 0, hi = 0;
+    int64_t itemsize, count = 1, lo = 0, hi = 0, span;
     uint32_t bits = (uint32_t)d->dtype.bits * d->dtype.lanes;
     char name[32];
     int i, zero = 0, overflow = 0;
@@ -80,6 +99,8 @@ int cai_desc_check(const cai_desc_t *d, int64_t *elem_strides,
                 __builtin_mul_overflow(step, d->shape[i], &step))
                 step = INT64_MAX;
         }
+        if (CAI_UNLIKELY(count > 0 && wraps(d->data, 0, hi)))
+            return wrap_error(d->data, 0, hi, err);
         return 0;
     }
 
@@ -91,26 +112,21 @@ int cai_desc_check(const cai_desc_t *d, int64_t *elem_strides,
     }
     if (count == 0)
         return 0;
-    /* The lowest and highest byte offsets reached must fit in 64 bits. */
-    for (i = 0; i < d->ndim; i++) {
-        int64_t span;
-
-        if (d->shape[i] <= 1)
-            continue;
-        if (CAI_UNLIKELY(__builtin_mul_overflow(d->strides[i], d->shape[i] - 1,
-                                                &span) ||
-                         (span < 0 ? __builtin_add_overflow(lo, span, &lo)
-                                   : __builtin_add_overflow(hi, span, &hi)))) {
-            snprintf(name, sizeof name, "strides[%d]", i);
-            return cai_fail(err, CAI_EINVAL, name,
-                            "the byte extent of the array overflows 64 bits "
-                            "at strides[%d]", i);
-        }
+    /* The lowest and highest byte offsets reached must fit in 64 bits, and
+     * so must the distance between them. */
+    i = cai_strided_span(d->ndim, d->shape, d->strides, &lo, &hi);
+    if (CAI_UNLIKELY(i >= 0)) {
+        snprintf(name, sizeof name, "strides[%d]", i);
+        return cai_fail(err, CAI_EINVAL, name,
+                        "the byte extent of the array overflows 64 bits "
+                        "at strides[%d]", i);
     }
     if (CAI_UNLIKELY(__builtin_add_overflow(hi, itemsize, &hi) ||
-                     __builtin_sub_overflow(hi, lo, &hi)))
+                     __builtin_sub_overflow(hi, lo, &span)))
         return cai_fail(err, CAI_EINVAL, "strides",
                         "the byte extent of the array overflows 64 bits");
+    if (CAI_UNLIKELY(wraps(d->data, lo, hi)))
+        return wrap_error(d->data, lo, hi, err);
     return 0;
 }
 

@@ -121,6 +121,10 @@ int cai_tensor_new(const DLTensor *src, int readonly, int versioned,
     int rc;
 
     *out = NULL;
+    if (CAI_UNLIKELY(src->ndim < 0 || src->ndim > CAI_MAX_NDIM)) {
+        rc = ndim_error(src->ndim, err);
+        goto fail;
+    }
     if (CAI_UNLIKELY(!versioned && readonly &&
                      !(options & CAI_OPT_LEGACY_READONLY_OK))) {
         rc = cai_fail(err, CAI_EREADONLY, "data",
@@ -266,8 +270,11 @@ int cai_desc_from_dltensor(const DLTensor *t, cai_desc_t *out,
         return cai_fail(err, CAI_EINVAL, "byte_offset",
                         "byte_offset = %llu overflows the data pointer",
                         (unsigned long long)t->byte_offset);
-    /* CAI has no byte offset: fold it into the pointer. */
-    out->data = t->data == NULL ? NULL : (char *)t->data + t->byte_offset;
+    /* CAI has no byte offset: fold it into the pointer, as an integer (a
+     * pointer may not be moved outside its object); NULL stays NULL. */
+    out->data = t->data == NULL ? NULL
+                                : (void *)((uintptr_t)t->data +
+                                           (uintptr_t)t->byte_offset);
     {
         int64_t scratch[CAI_MAX_NDIM];
 

@@ -33,4 +33,10 @@ const char *cai_dtype_name(DLDataType dtype, char buf[32]);
 /* Product of shape[0..ndim) into *count; 0 on success, -1 on overflow. */
 int cai_element_count(int ndim, const int64_t *shape, int64_t *count);
 
+/* The lowest (<= 0) and highest (>= 0) byte offsets that strides reach from
+ * the first element over the axes longer than 1, itemsize not included;
+ * returns -1, or the first axis where a product or sum overflows. */
+int cai_strided_span(int ndim, const int64_t *shape, const int64_t *strides,
+                     int64_t *lo, int64_t *hi);
+
 #endif

@@ -113,3 +113,85 @@ int cai_is_c_contiguous(int ndim, const int64_t *shape,
     }
     return 1;
 }
+
+int cai_strided_span(int ndim, const int64_t *shape, const int64_t *strides,
+                     int64_t *lo, int64_t *hi)
+{
+    int64_t below = 0, above = 0, span;
+    int i;
+
+    for (i = 0; i < ndim; i++) {
+        /* An axis of length 0 or 1 never applies its stride. */
+        if (shape[i] <= 1)
+            continue;
+        if (__builtin_mul_overflow(strides[i], shape[i] - 1, &span) ||
+            (span < 0 ? __builtin_add_overflow(below, span, &below)
+                      : __builtin_add_overflow(above, span, &above)))
+            return i;
+    }
+    *lo = below;
+    *hi = above;
+    return -1;
+}
+
+int cai_layout_extent(int ndim, const int64_t *shape,
+                      const int64_t *strides_bytes, int64_t itemsize,
+                      int64_t byte_offset, int64_t *lo, int64_t *hi,
+                      cai_error_t *err)
+{
+    int64_t count, below = 0, above;
+    char field[32];
+    int i;
+
+    *lo = *hi = 0;
+    if (ndim < 0 || ndim > CAI_MAX_NDIM)
+        return cai_fail(err, CAI_EINVAL, "shape",
+                        "shape has %d dimensions; 0 to %d are supported",
+                        ndim, CAI_MAX_NDIM);
+    if (itemsize <= 0)
+        return cai_fail(err, CAI_EINVAL, "typestr",
+                        "item size %lld is not positive", (long long)itemsize);
+    for (i = 0; i < ndim; i++) {
+        if (shape[i] < 0) {
+            snprintf(field, sizeof field, "shape[%d]", i);
+            return cai_fail(err, CAI_EINVAL, field,
+                            "shape[%d] = %lld is negative", i,
+                            (long long)shape[i]);
+        }
+    }
+    if (cai_element_count(ndim, shape, &count) != 0)
+        return cai_fail(err, CAI_EINVAL, "shape",
+                        "the number of elements overflows 64 bits");
+    if (count == 0) {
+        /* Nothing is addressed: the empty range at the offset, so that a
+         * bounds check still sees an offset past the end. */
+        *lo = *hi = byte_offset;
+        cai_ok(err);
+        return 0;
+    }
+    if (strides_bytes == NULL) {
+        if (__builtin_mul_overflow(count, itemsize, &above))
+            return cai_fail(err, CAI_EINVAL, "shape",
+                            "the array's size in bytes overflows 64 bits");
+    } else {
+        i = cai_strided_span(ndim, shape, strides_bytes, &below, &above);
+        if (i >= 0) {
+            snprintf(field, sizeof field, "strides[%d]", i);
+            return cai_fail(err, CAI_EINVAL, field,
+                            "the byte extent of the array overflows 64 bits "
+                            "at strides[%d]", i);
+        }
+        if (__builtin_add_overflow(above, itemsize, &above))
+            return cai_fail(err, CAI_EINVAL, "strides",
+                            "the byte extent of the array overflows 64 bits");
+    }
+    if (__builtin_add_overflow(byte_offset, below, &below) ||
+        __builtin_add_overflow(byte_offset, above, &above))
+        return cai_fail(err, CAI_EINVAL, "offset",
+                        "offset = %lld puts the array's byte extent past "
+                        "64 bits", (long long)byte_offset);
+    *lo = below;
+    *hi = above;
+    cai_ok(err);
+    return 0;
+}

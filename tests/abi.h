@@ -13,6 +13,8 @@ struct cai_abi_entry {
 extern const struct cai_abi_entry cai_abi_ours[];
 extern const size_t cai_abi_ours_count;
 extern const long long cai_abi_ours_version; /* major * 100 + minor */
+/* The version in a tensor the library makes, as above (-1: none made). */
+long long cai_abi_made_version(void);
 
 /* From the upstream dlpack.h (tests/abi-upstream.c); count 0 without one. */
 extern const struct cai_abi_entry cai_abi_upstream[];

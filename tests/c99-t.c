@@ -5,6 +5,11 @@
 #include "caibridge.h"
 #include "tap/basic.h"
 
+static void count_release(void *owner)
+{
+    ++*(int *)owner;
+}
+
 int main(void)
 {
     static double data[8];
@@ -13,6 +18,7 @@ int main(void)
     DLManagedTensor *t = NULL;
     DLDataType type;
     char typestr[CAI_TYPESTR_MAX];
+    int released = 0;
 
     plan(6);
     ok(cai_typestr_parse("<f8", 3, &type, NULL) == 0, "C99: '<f8' parses");
@@ -27,13 +33,14 @@ int main(void)
     desc.device.device_type = kDLCPU;
     desc.shape[0] = 8;
     ok(cai_desc_validate(&desc, NULL) == 0, "C99: the descriptor is valid");
-    ok(cai_desc_to_dlpack(&desc, 0, NULL, NULL, &t, NULL) == 0 && t != NULL,
-       "C99: desc -> legacy");
+    ok(cai_desc_to_dlpack(&desc, 0, &released, count_release, &t, NULL) == 0 &&
+           t != NULL && released == 0,
+       "C99: desc -> legacy, the owner kept");
     ok(t != NULL && cai_desc_from_dlpack(t, &back, NULL) == 0 &&
            back.data == data && back.shape[0] == 8 && !back.has_strides,
        "C99: legacy -> desc");
     if (t != NULL)
         t->deleter(t);
-    ok(t != NULL, "C99: deleted");
+    is_int(1, released, "C99: the deleter released the owner once");
     return 0;
 }

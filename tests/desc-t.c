@@ -53,7 +53,7 @@ int main(void)
     cai_desc_t d;
     int v, i;
 
-    plan(117);
+    plan(117 + 22 + (sizeof(void *) >= 8 ? 0 : 2));
 
     base(&d);
     accepted(&d, "a 3x4 float32 array");
@@ -203,7 +203,41 @@ int main(void)
     d.strides[0] = INT64_MAX / 4;
     d.strides[0] -= d.strides[0] % 4;
     d.strides[1] = -d.strides[0];
-    accepted(&d, "a large but representable span");
+    /* Only validated, never read: an address with room on both sides. */
+    d.data = (void *)(UINTPTR_MAX / 2 + 1);
+    if (sizeof(void *) >= 8)
+        accepted(&d, "a large but representable span");
+    else
+        refused(&d, CAI_EINVAL, "data", "address space",
+                "a span larger than the address space");
+    d.data = buffer;
+    refused(&d, CAI_EINVAL, "data", "outside the address space",
+            "the same span from a low address reaches below address 0");
+
+    /* The whole extent must have addresses: data + lo >= 0 and
+     * data + hi <= UINTPTR_MAX, for any layout. */
+    base(&d);
+    d.ndim = 1;
+    d.shape[0] = 4;
+    d.data = (void *)(UINTPTR_MAX - 16);
+    accepted(&d, "16 bytes ending just below the top of the address space");
+    d.data = (void *)(UINTPTR_MAX - 15);
+    refused(&d, CAI_EINVAL, "data", "[0, 16)",
+            "16 bytes whose end (one past the last) wraps to 0");
+    d.has_strides = 1;
+    d.strides[0] = -4;
+    d.data = (void *)(uintptr_t)12;
+    accepted(&d, "a reversed axis ending at address 0");
+    d.data = (void *)(uintptr_t)8;
+    refused(&d, CAI_EINVAL, "data", "[-12, 4)",
+            "a reversed axis reaching below address 0");
+    d.strides[0] = 0;
+    d.data = (void *)(UINTPTR_MAX - 4);
+    accepted(&d, "a broadcast item just below the top");
+    d.data = (void *)(UINTPTR_MAX - 3);
+    refused(&d, CAI_EINVAL, "data", "[0, 4)",
+            "a broadcast item whose end wraps to 0");
+    base(&d);
     d.shape[0] = 0;
     d.strides[0] = INT64_MAX - 2;
     accepted(&d, "any strides when the array is zero-size");

@@ -23,11 +23,12 @@ exported=`"$NM" -D --defined-only "$lib" | awk 'NF >= 3 { print $3 }' |
           sed 's/@.*//' | sort -u`
 declared=`sed -n 's/^CAI_API[^(]*[ *]\(cai_[a-z0-9_]*\)(.*/\1/p' "$header" |
           sort -u`
-internal="cai_fail cai_desc_check cai_dtype_name cai_element_count cai_ok"
+internal="cai_fail cai_desc_check cai_dtype_name cai_element_count cai_ok
+          cai_strided_span cai_tensor_new cai_tensor_detach"
 key="cai_version cai_status_name cai_typestr_parse cai_typestr_format
      cai_desc_validate cai_desc_to_dlpack_versioned cai_desc_to_dlpack
      cai_desc_from_dlpack_versioned cai_desc_from_dlpack cai_desc_from_dltensor
-     cai_strides_bytes_to_elements cai_is_c_contiguous"
+     cai_strides_bytes_to_elements cai_is_c_contiguous cai_layout_extent"
 
 n=0
 fail=0

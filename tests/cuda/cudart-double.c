@@ -465,6 +465,8 @@ cudaError_t CUDARTAPI cudaPointerGetAttributes(
     rc = injected("cudaPointerGetAttributes");
     snprintf(call, sizeof call, "cudaPointerGetAttributes(%p)", ptr);
     if (rc == cudaSuccess) {
+        /* Assumed, as for any runtime call: it may need a context. */
+        need_context();
         memset(attributes, 0, sizeof *attributes);
         attributes->type = cudaMemoryTypeUnregistered;
         attributes->device = -2; /* what CUDA 12+ reports for unknown memory */
@@ -776,6 +778,37 @@ CUresult CUDAAPI cuStreamGetCtx(CUstream stream, CUcontext *pctx)
     snprintf(call, sizeof call, "cuStreamGetCtx(%s)",
              stream_text((cudaStream_t)stream, st));
     logged(rc, call, context_text(c, cx));
+    pthread_mutex_unlock(&lock);
+    return (CUresult)rc;
+}
+
+CUresult CUDAAPI cuPointerGetAttribute(void *data,
+                                       CUpointer_attribute attribute,
+                                       CUdeviceptr ptr)
+{
+    cudaError_t rc;
+    const char *p = (const char *)(uintptr_t)ptr;
+    struct context *c = NULL;
+    char call[96], cx[16];
+    int i;
+
+    pthread_mutex_lock(&lock);
+    rc = injected("cuPointerGetAttribute");
+    if (rc == cudaSuccess && attribute != CU_POINTER_ATTRIBUTE_CONTEXT)
+        rc = (cudaError_t)CUDA_ERROR_NOT_SUPPORTED;
+    for (i = 0; rc == cudaSuccess && i < pointer_count; i++)
+        if (p >= pointers[i].base &&
+            (size_t)(p - pointers[i].base) < pointers[i].size &&
+            pointers[i].type != DOUBLE_UNREGISTERED)
+            c = primary(pointers[i].device < 0 ? 0 : pointers[i].device);
+    if (rc == cudaSuccess && c == NULL)
+        rc = (cudaError_t)CUDA_ERROR_INVALID_VALUE;
+    if (rc == cudaSuccess)
+        *(CUcontext *)data = (CUcontext)(void *)c;
+    snprintf(call, sizeof call,
+             "cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_CONTEXT, %p)",
+             (const void *)p);
+    logged(rc, call, c != NULL ? context_text(c, cx) : NULL);
     pthread_mutex_unlock(&lock);
     return (CUresult)rc;
 }

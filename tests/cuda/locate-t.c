@@ -16,9 +16,10 @@ static char device_memory[16], pinned_memory[16], managed_memory[16],
 
 static void expect_one_lookup(const void *ptr, const char *name)
 {
-    char expected[96];
+    char expected[128];
 
     snprintf(expected, sizeof expected, "cudaPeekAtLastError() = 0\n"
+             "cuCtxGetCurrent() = P0\n"
              "cudaPointerGetAttributes(%p)\n", ptr);
     is_string(expected, cuda->log(), "%s: one pointer lookup, nothing else",
               name);
@@ -77,8 +78,8 @@ static void memory_kinds(void)
 
         snprintf(expected, sizeof expected,
                  "cudaPeekAtLastError() = 0\n"
-                 "cudaPointerGetAttributes(%p)\n"
                  "cuCtxGetCurrent() = P0\n"
+                 "cudaPointerGetAttributes(%p)\n"
                  "cuCtxGetDevice() = 0\n"
                  "cudaDeviceGetAttribute(%d, 0) = 0\n",
                  (void *)host_memory, (int)cudaDevAttrPageableMemoryAccess);

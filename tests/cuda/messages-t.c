@@ -6,6 +6,7 @@
  * systems, a device alias of host memory, a freed pointer, zero-size
  * arrays).
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -222,6 +223,58 @@ static void memory_edges(void)
     }
 }
 
+struct lookup {
+    const void *ptr;
+    int status;
+    DLDevice device;
+    void *context_after;
+};
+
+static void *locate_on_fresh_thread(void *arg)
+{
+    struct lookup *l = arg;
+
+    l->status = cai_cuda_locate(l->ptr, &l->device, NULL);
+    l->context_after = cuda->current_context();
+    return NULL;
+}
+
+/* A thread that never used CUDA: the memory's own context is used for the
+ * lookup, and nothing is left current or created. */
+static void fresh_thread_lookups(void)
+{
+    static char device_block[64], host[16];
+    struct lookup l;
+    pthread_t thread;
+    int primaries;
+
+    cuda->reset();
+    cuda->add_allocation(device_block, sizeof device_block, DOUBLE_DEVICE, 1,
+                         NULL);
+    cuda->set_current_device(1); /* the allocation's context exists */
+    primaries = cuda->primary_contexts();
+    memset(&l, 0, sizeof l);
+    l.ptr = device_block + 3;
+    if (pthread_create(&thread, NULL, locate_on_fresh_thread, &l) != 0)
+        bail("cannot start a thread");
+    pthread_join(thread, NULL);
+    ok(l.status == CAI_OK && l.device.device_type == kDLCUDA &&
+           l.device.device_id == 1,
+       "fresh thread: device memory on device 1 is located");
+    ok(l.context_after == NULL, "fresh thread: no context left current");
+    is_int(primaries, cuda->primary_contexts(),
+           "fresh thread: no primary context created (none on device 0)");
+
+    memset(&l, 0, sizeof l);
+    l.ptr = host;
+    if (pthread_create(&thread, NULL, locate_on_fresh_thread, &l) != 0)
+        bail("cannot start a thread");
+    pthread_join(thread, NULL);
+    is_int(CAI_EUNSUPPORTED, l.status, "fresh thread: host memory refused");
+    ok(l.context_after == NULL && cuda->primary_contexts() == primaries,
+       "fresh thread, host memory: no context created or left current");
+}
+
 int main(void)
 {
     if (!cai_cuda_built())
@@ -233,5 +286,6 @@ int main(void)
     sticky_and_pending();
     driver_versions();
     memory_edges();
+    fresh_thread_lookups();
     return 0;
 }

@@ -354,6 +354,21 @@ static void failure_cases(void)
              "call that failed");
 }
 
+/* cai_cuda_order reads the producer's stream and device only: callers may
+ * pass a descriptor whose shape is not filled in. */
+static void shape_not_read(void)
+{
+    cai_desc_t desc = producer(PRODUCER_STREAM, kDLCUDA, 0);
+    cai_error_t err;
+    int rc;
+
+    desc.ndim = 3; /* shape left all zero, as if not filled */
+    rc = order(desc, CONSUMER_STREAM, &err);
+    is_int(CAI_OK, rc, "shape not filled in: success");
+    contains(cuda->log(), "cudaStreamWaitEvent(0x6000",
+             "shape not filled in: still ordered (the shape is not read)");
+}
+
 static void synchronize_cases(void)
 {
     cai_error_t err;
@@ -411,6 +426,7 @@ int main(void)
     host_accessible_cases();
     other_device_cases();
     failure_cases();
+    shape_not_read();
     synchronize_cases();
     return 0;
 }

@@ -137,6 +137,7 @@ def double():
     # The first CUDA call binds the runtime, which asks for its version.
     assert d.log() == ["cudaRuntimeGetVersion() = 13000",
                        "cudaPeekAtLastError() = 0",
+                       "cuCtxGetCurrent() = P0",
                        f"cudaPointerGetAttributes({DEVICE_PTR:#x})"], (
         "caibridge is not using the double: was a CUDA runtime already "
         "bound in this process?")
@@ -187,6 +188,7 @@ def test_device_memory_is_on_its_own_device(cuda):
     view = caibridge.as_dlpack(DeviceArray())
     assert view.__dlpack_device__() == (KDLCUDA, 1)
     assert cuda.log() == ["cudaPeekAtLastError() = 0",
+                          "cuCtxGetCurrent() = P0",
                           f"cudaPointerGetAttributes({DEVICE_PTR:#x})"]
 
 
@@ -221,7 +223,8 @@ def test_explicit_device_skips_the_lookup(cuda):
 def test_no_driver_is_a_cuda_error(cuda):
     cuda.fail("*", 35)
     with pytest.raises(caibridge.CUDAError,
-                       match=r"cudaPointerGetAttributes failed.*CUDA error 35"):
+                       match=r"cuCtxGetCurrent failed.*CUDA error 35.*"
+                             r"no usable CUDA driver"):
         caibridge.as_dlpack(DeviceArray())
 
 

@@ -114,6 +114,30 @@ static int64_t count_elements(int ndim, const int64_t *shape)
 }
 
 /*
+ * C order computed here, not by cai_is_c_contiguous (the function under
+ * test), and another way: front to back by division, where the library
+ * multiplies back to front, in 128 bits.  An array with no element is in C
+ * order; else each axis longer than 1 steps over the bytes of all later
+ * axes.  Called only for layouts the library accepted, whose element count
+ * fits in 64 bits.
+ */
+static int in_c_order(int ndim, const int64_t *shape, const int64_t *strides,
+                      int64_t itemsize)
+{
+    int64_t rest = count_elements(ndim, shape);
+    int i;
+
+    if (strides == NULL || rest == 0)
+        return 1;
+    for (i = 0; i < ndim; i++) {
+        rest /= shape[i]; /* the elements of one step along axis i */
+        if (shape[i] > 1 && strides[i] != (__int128)rest * itemsize)
+            return 0;
+    }
+    return 1;
+}
+
+/*
  * The documented normalizations of a round trip: version becomes 3, mask and
  * stream are dropped (DLPack carries neither), strides are None exactly when
  * the layout is C-contiguous, and an axis of length 0 or 1 may come back
@@ -141,9 +165,8 @@ static void check_same_desc(const cai_desc_t *a, const cai_desc_t *b,
     for (i = 0; i < a->ndim; i++)
         CHECK(b->shape[i] == a->shape[i], "%s: shape[%d] %lld became %lld",
               what, i, (long long)a->shape[i], (long long)b->shape[i]);
-    contiguous = cai_is_c_contiguous(a->ndim, a->shape,
-                                     a->has_strides ? a->strides : NULL,
-                                     itemsize);
+    contiguous = in_c_order(a->ndim, a->shape,
+                            a->has_strides ? a->strides : NULL, itemsize);
     CHECK(b->has_strides == !contiguous,
           "%s: has_strides %d for a layout that is %sC-contiguous", what,
           b->has_strides, contiguous ? "" : "not ");
@@ -297,6 +320,84 @@ static void decode_desc(reader *r, cai_desc_t *d, unsigned *options,
             d->strides[i] = take_int(r, scale);
 }
 
+/*
+ * cai_layout_extent against the same bounds in 128-bit arithmetic, where
+ * nothing a 64-bit layout gives can overflow: equal when they fit in
+ * int64_t, else refused.  The offset is the data pointer's bits, so random
+ * inputs reach offsets near 2^63 too.
+ */
+static void check_extent(const cai_desc_t *d)
+{
+    const int64_t *strides = d->has_strides ? d->strides : NULL;
+    int64_t itemsize = cai_dtype_itemsize(d->dtype);
+    int64_t offset = (int64_t)(uintptr_t)d->data, lo, hi;
+    __int128 count = 1, below = 0, above = 0;
+    int fits = 1, i, rc;
+    cai_error_t err;
+
+    if (d->ndim < 0 || d->ndim > CAI_MAX_NDIM || itemsize <= 0)
+        fits = 0;
+    for (i = 0; fits && i < d->ndim; i++)
+        if (d->shape[i] < 0)
+            fits = 0;
+    for (i = 0; fits && i < d->ndim; i++) {
+        /* Capped above 2^63: the count only has to be known to overflow. */
+        if (count <= INT64_MAX)
+            count *= d->shape[i];
+        if (d->shape[i] == 0) {
+            count = 0;
+            break;
+        }
+    }
+    if (fits && count > INT64_MAX)
+        fits = 0;
+    if (fits && count == 0)
+        above = below = 0; /* the empty range at the offset */
+    if (fits && count > 0) {
+        if (strides == NULL) {
+            above = count * itemsize;
+        } else {
+            for (i = 0; i < d->ndim; i++) {
+                __int128 span = (__int128)strides[i] * (d->shape[i] - 1);
+
+                if (d->shape[i] <= 1)
+                    continue;
+                if (span < 0)
+                    below += span;
+                else
+                    above += span;
+            }
+            above += itemsize;
+        }
+    }
+    /* The extent relative to the first element, and then moved by the
+     * offset, must both fit, as cai_layout_extent documents. */
+    if (fits && (below < INT64_MIN || above > INT64_MAX))
+        fits = 0;
+    below += offset;
+    above += offset;
+    if (fits && (below < INT64_MIN || above > INT64_MAX))
+        fits = 0;
+    rc = cai_layout_extent(d->ndim, d->shape, strides, itemsize, offset, &lo,
+                           &hi, &err);
+    if (rc != 0) {
+        check_error(rc, &err, "cai_layout_extent");
+        CHECK(rc == CAI_EINVAL, "cai_layout_extent gave status %d", rc);
+        CHECK(lo == 0 && hi == 0, "a refused extent left [%lld, %lld)",
+              (long long)lo, (long long)hi);
+        CHECK(!fits, "refused an extent that fits: %s", err.message);
+        return;
+    }
+    CHECK(fits, "an extent past 64 bits was computed as [%lld, %lld)",
+          (long long)lo, (long long)hi);
+    CHECK(lo == (int64_t)below && hi == (int64_t)above,
+          "extent [%lld, %lld), expected [%lld, %lld)", (long long)lo,
+          (long long)hi, (long long)below, (long long)above);
+    CHECK(lo <= offset && hi >= offset && (count == 0) == (lo == hi),
+          "extent [%lld, %lld) around offset %lld", (long long)lo,
+          (long long)hi, (long long)offset);
+}
+
 /* A descriptor to both DLPack structs and back. */
 static void fuzz_desc(reader *r)
 {
@@ -309,6 +410,7 @@ static void fuzz_desc(reader *r)
 
     decode_desc(r, &d, &options, &release_null, &legacy);
     release = release_null ? NULL : count_release;
+    check_extent(&d);
 
     rc_valid = cai_desc_validate(&d, &verr);
     if (rc_valid != 0)
@@ -442,12 +544,10 @@ static void fuzz_tensor(reader *r, uint8_t mode)
     n = t->ndim < 0 ? 0 : t->ndim;
     if (v.version.major != CAIBRIDGE_DLPACK_MAJOR && !legacy) {
         /* Only the version may be read: freed arrays make ASan say so. */
-        shape = malloc(sizeof *shape);
-        strides = malloc(sizeof *strides);
-        free(shape);
-        free(strides);
-        t->shape = shape;
-        t->strides = strides;
+        t->shape = malloc(sizeof *shape);
+        t->strides = malloc(sizeof *strides);
+        free(t->shape);
+        free(t->strides);
         rc = cai_desc_from_dlpack_versioned(&v, &d, &err);
         CHECK(rc == CAI_EVERSION, "major version %u gave %d",
               v.version.major, rc);

@@ -32,7 +32,14 @@ FUZZ_SEEDS = \
 	tests/fuzz/corpus/tensor-byte-offset \
 	tests/fuzz/corpus/tensor-byte-offset-wraps \
 	tests/fuzz/corpus/tensor-future-major \
-	tests/fuzz/corpus/tensor-subbyte-padded
+	tests/fuzz/corpus/tensor-subbyte-padded \
+	tests/fuzz/corpus/desc-offset-near-2-63 \
+	tests/fuzz/corpus/desc-stride-2-62 \
+	tests/fuzz/corpus/desc-stride-int64-min \
+	tests/fuzz/corpus/desc-reversed-bytes \
+	tests/fuzz/corpus/desc-reversed-below-zero \
+	tests/fuzz/corpus/desc-end-wraps-to-zero \
+	tests/fuzz/corpus/tensor-byte-offset-2-63
 
 EXTRA_DIST += .ci/harden tests/fuzz/fuzz-convert.c tests/fuzz/make-corpus.py \
 	$(FUZZ_SEEDS)
@@ -53,6 +60,13 @@ $(FUZZ_TARGET): $(srcdir)/tests/fuzz/fuzz-convert.c \
 	  $(addprefix $(srcdir)/,$(CAI_CORE_SOURCES)) $(LIBS)
 
 fuzz: $(FUZZ_TARGET)
+
+# The target's body over the seed corpus, with any C compiler, in make check.
+check_PROGRAMS += tests/fuzz/replay-t
+TESTS += tests/fuzz/replay-t
+VALGRIND_TESTS += tests/fuzz/replay-t
+tests_fuzz_replay_t_SOURCES = tests/fuzz/replay-t.c tests/fuzz/fuzz-convert.c
+tests_fuzz_replay_t_CPPFLAGS = $(TESTS_CPPFLAGS)
 
 # The seeds are copied so that libFuzzer writes what it finds into the build
 # tree, never into the sources.  Any crash fails the target and keeps

@@ -271,6 +271,10 @@ class Spinner:
     def __init__(self, cupy):
         self.cupy = cupy
         self.kernel = cupy.RawKernel(SPIN_SOURCE, "spin_fill")
+        try:
+            self.kernel.compile()
+        except Exception as e:  # noqa: BLE001 - NVRTC missing, say so
+            raise Skip(f"CuPy cannot compile a kernel here: {e}") from e
 
     def fill(self, ptr, n, value, stream, cycles=None):
         with stream:
@@ -436,12 +440,12 @@ def race(libs, spinner, sync, repeats):
 def check_race(tap, libs):
     try:
         libs.need("cupy", "torch")
+        spinner = Spinner(libs.cupy)
     except Skip as e:
         tap.skip("race: long kernel on stream A, consumer on another stream",
                  str(e))
         tap.skip("race with sync=False", str(e))
         return
-    spinner = Spinner(libs.cupy)
     cai = None
     with libs.cupy.cuda.Stream(non_blocking=True) as s:
         cai = libs.cupy.zeros(4).__cuda_array_interface__
