@@ -99,7 +99,7 @@ PyObject *view_new(cai_state *st, PyObject *obj, const cai_desc_t *d,
                 step = INT64_MAX;
         }
     }
-    if (fence_at_view(st, d, sync, &v->fence) != 0) {
+    if (d->has_stream && fence_at_view(st, d, sync, &v->fence) != 0) {
         Py_DECREF(v);
         return NULL;
     }
@@ -135,7 +135,8 @@ void view_dealloc(PyObject *self)
         PyObject_ClearWeakRefs(self);
     view_clear(self);
     /* Nobody can wait on it any more: every tensor holds the view. */
-    (void)cai_fence_destroy(((DLPackViewObject *)self)->fence, NULL);
+    if (((DLPackViewObject *)self)->fence != NULL)
+        (void)cai_fence_destroy(((DLPackViewObject *)self)->fence, NULL);
     type->tp_free(self);
     Py_DECREF(type);
 }
