@@ -377,8 +377,7 @@ PyObject *from_dlpack(PyObject *module, PyObject *const *args,
 
 /* exchange.c */
 int exchange_publish(cai_state *st, PyTypeObject *view_type);
-const DLPackExchangeAPI *foreign_table(cai_state *st, PyObject *x);
-PyObject *from_foreign_table(cai_state *st, PyObject *x,
-                             const DLPackExchangeAPI *api, int given);
+int from_foreign_table(cai_state *st, PyObject *x, int given,
+                       PyObject **result);
 
 #endif

@@ -409,7 +409,6 @@ PyObject *from_dlpack(PyObject *module, PyObject *const *args,
 {
     cai_state *st = PyModule_GetState(module);
     PyObject *values[1] = {NULL}, *x, *stream_obj, *result;
-    const DLPackExchangeAPI *api;
     intptr_t s;
     int given;
 
@@ -439,7 +438,7 @@ PyObject *from_dlpack(PyObject *module, PyObject *const *args,
     if (is_view(x))
         return from_view(st, (DLPackViewObject *)x, values[0], given, s);
     if ((!given || s == CAI_STREAM_NO_SYNC) &&
-        (api = foreign_table(st, x)) != NULL)
-        return from_foreign_table(st, x, api, given);
+        from_foreign_table(st, x, given, &result))
+        return result;
     return from_producer(st, x, given, s);
 }

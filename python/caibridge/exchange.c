@@ -191,8 +191,10 @@ int exchange_publish(cai_state *st, PyTypeObject *view_type)
     return rc;
 }
 
-/* A usable exchange API table on type(x), or NULL (no error) if none. */
-const DLPackExchangeAPI *foreign_table(cai_state *st, PyObject *x)
+/* A usable exchange API table on type(x), or NULL (no error) if none;
+ * *holder then holds the capsule that publishes it. */
+static const DLPackExchangeAPI *foreign_table(cai_state *st, PyObject *x,
+                                              PyObject **holder)
 {
     PyObject *names[2] = {st->name[N_EXCHANGE_API],
                           st->name[N_EXCHANGE_API_OLD]};
@@ -209,18 +211,20 @@ const DLPackExchangeAPI *foreign_table(cai_state *st, PyObject *x)
         /* Newer tables chain to older ones (DLPack, "prev_api"). */
         while (h != NULL && h->version.major != DLPACK_MAJOR_VERSION)
             h = h->prev_api;
-        if (h != NULL)
+        if (h != NULL) {
+            *holder = Py_NewRef(capsule);
             return (const DLPackExchangeAPI *)h;
+        }
     }
     return NULL;
 }
 
-/* from_dlpack through a producer type's table (stream None or -1).  The
- * export orders nothing: the CAI stream reported is the one the table says
- * the data is ready on (its NULL default stream is the legacy one), so a
- * CAI consumer orders itself after it, whichever of the two was given. */
-PyObject *from_foreign_table(cai_state *st, PyObject *x,
-                             const DLPackExchangeAPI *api, int given)
+/* The tensor of x through api, in a CAIView.  The export orders nothing:
+ * the CAI stream reported is the one the table says the data is ready on
+ * (its NULL default stream is the legacy one), so a CAI consumer orders
+ * itself after it, whichever of None and -1 was given. */
+static PyObject *from_table(cai_state *st, PyObject *x,
+                            const DLPackExchangeAPI *api, int given)
 {
     DLManagedTensorVersioned *t = NULL;
     PyObject *stream_obj, *result;
@@ -256,4 +260,23 @@ PyObject *from_foreign_table(cai_state *st, PyObject *x,
     result = caiview_new(st, t, 1, stream_obj);
     Py_DECREF(stream_obj);
     return result;
+}
+
+/*
+ * from_dlpack through type(x)'s exchange API table (stream None or -1):
+ * 1 with *result set (NULL on error) when type(x) has a usable table, else
+ * 0.  The table's capsule is held while the table runs, which may run
+ * Python code.
+ */
+int from_foreign_table(cai_state *st, PyObject *x, int given,
+                       PyObject **result)
+{
+    PyObject *holder;
+    const DLPackExchangeAPI *api = foreign_table(st, x, &holder);
+
+    if (api == NULL)
+        return 0;
+    *result = from_table(st, x, api, given);
+    Py_DECREF(holder);
+    return 1;
 }
