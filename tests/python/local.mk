@@ -22,7 +22,7 @@ CAI_PYTHON_TESTS += tests/python/test_core_oracle.py
 
 # Hardening (issue 6, helper "harden"): hostile input, leak soak, threads.
 CAI_PYTHON_TESTS += tests/python/test_interface.py tests/python/test_soak.py \
-	tests/python/test_threads.py
+	tests/python/test_threads.py tests/python/test_exit_race.py
 
 # The array interface read as NumPy reads it; NumPy as the oracle.
 CAI_PYTHON_TESTS += tests/python/test_interface_semantics.py \

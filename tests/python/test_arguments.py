@@ -201,17 +201,19 @@ def cai_with_stream(stream):
 
 
 def test_ordering_needs_cuda():
-    view = caibridge.as_dlpack(cai_with_stream(7), device=(2, 0))
+    # A view takes its fence on the producer's stream when it is made.
     with pytest.raises(caibridge.CUDAError):
-        view.__dlpack__(stream=5)
+        caibridge.as_dlpack(cai_with_stream(7), device=(2, 0))
     with pytest.raises(caibridge.CUDAError):
         caibridge.to_dlpack(cai_with_stream(7), device=(2, 0), stream=5)
 
 
 def test_ordering_skipped_when_not_needed():
-    view = caibridge.as_dlpack(cai_with_stream(7), device=(2, 0))
-    assert view.__dlpack__(stream=-1) is not None, "-1: no ordering"
-    assert view.__dlpack__(stream=7) is not None, "same stream: in order"
+    producer = cai_with_stream(7)
+    assert caibridge.to_dlpack(producer, device=(2, 0), stream=-1) \
+        is not None, "-1: no ordering"
+    assert caibridge.to_dlpack(producer, device=(2, 0), stream=7) \
+        is not None, "same stream: in order"
     plain = caibridge.as_dlpack(CAIProducer(GOOD), device=(2, 0))
     assert plain.__dlpack__(stream=5) is not None, "no producer stream"
     off = caibridge.as_dlpack(cai_with_stream(7), device=(2, 0), sync=False)
