@@ -72,4 +72,6 @@ setup(
     package_dir={"caibridge": "python/caibridge"},
     packages=["caibridge"],
     package_data={"caibridge": ["__init__.pyi", "py.typed"]},
+    # Only what package_data names: the C sources stay out of the wheel.
+    include_package_data=False,
 )

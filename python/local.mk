@@ -57,10 +57,21 @@ $(CAI_PY_STAGE)/.stamp: python/caibridge/_core.la $(CAI_PY_MODULE_FILES) \
 	done
 	@chmod u+w $(CAI_PY_STAGE)/*
 	$(AM_V_GEN)cp python/caibridge/.libs/_core$(PYTHON_EXT_SUFFIX) \
-	  $(CAI_PY_STAGE)/
+	  $(CAI_PY_STAGE)/_core.new && \
+	  mv -f $(CAI_PY_STAGE)/_core.new \
+	  $(CAI_PY_STAGE)/_core$(PYTHON_EXT_SUFFIX)
 	@touch $@
 
 check_SCRIPTS += $(CAI_PY_STAGE)/.stamp
+
+# libtool installs a _core.la next to the module, which Python never reads;
+# without it, `libtool --mode=uninstall` no longer knows the module's name.
+install-data-hook: install-python-drop-la
+install-python-drop-la:
+	rm -f "$(DESTDIR)$(caibridgedir)/_core.la"
+uninstall-local: uninstall-python-module
+uninstall-python-module:
+	rm -f "$(DESTDIR)$(caibridgedir)/_core$(PYTHON_EXT_SUFFIX)"
 
 CLEANFILES += $(CAI_PY_STAGE)/* $(CAI_PY_STAGE)/.stamp
 
@@ -73,4 +84,6 @@ demo:
 	@echo "demo: the Python module is not built (configure found no Python)"
 endif
 
-.PHONY: demo
+.PHONY: demo install-python-drop-la uninstall-python-module
+
+EXTRA_DIST += python/requirements-consumers.txt

@@ -67,11 +67,13 @@ int cai_typestr_parse(const char *s, size_t len, DLDataType *out,
                             (int)len, s);
         size = size * 10 + (unsigned)(s[i] - '0');
     }
-    if (order == FOREIGN_ORDER)
+    /* One byte has no byte order: NumPy reads '>u1' as '|u1'. */
+    if (order == FOREIGN_ORDER && size != 1)
         return cai_fail(err, CAI_EUNSUPPORTED, "typestr",
                         "typestr '%.*s' is not in native byte order; "
                         "DLPack holds native byte order only", (int)len, s);
-    if (order != NATIVE_ORDER && order != '|' && order != '=')
+    if (order != NATIVE_ORDER && order != FOREIGN_ORDER && order != '|' &&
+        order != '=')
         return cai_fail(err, CAI_EINVAL, "typestr",
                         "typestr '%.*s' has byte order '%c'; expected '<', "
                         "'>', '|' or '='", (int)len, s, order);

@@ -20,6 +20,9 @@ static const struct good goods[] = {
     {"<c8", kDLComplex, 64, "<c8"},    {"<c16", kDLComplex, 128, "<c16"},
     {"=f4", kDLFloat, 32, "<f4"},      {"|f8", kDLFloat, 64, "<f8"},
     {"<b1", kDLBool, 8, "|b1"},        {"=u1", kDLUInt, 8, "|u1"},
+    /* One byte has no byte order, so the foreign one is harmless. */
+    {">b1", kDLBool, 8, "|b1"},        {">i1", kDLInt, 8, "|i1"},
+    {">u1", kDLUInt, 8, "|u1"},
 };
 
 struct bad {

@@ -118,17 +118,13 @@ Py_ssize_t read_int_tuple(PyObject *o, const char *field, int64_t *out)
     return n;
 }
 
-/* A (device_type, device_id) pair as __dlpack_device__ returns it. */
-int read_device(cai_state *st, PyObject *o, const char *what, DLDevice *out)
+/* read_device past its memo. */
+int read_device_tuple(cai_state *st, PyObject *o, const char *what,
+                      DLDevice *out)
 {
     int64_t type, id;
 
-#ifndef Py_GIL_DISABLED
-    if (o == st->last_device_obj) {
-        *out = st->last_device;
-        return 0;
-    }
-#else
+#ifdef Py_GIL_DISABLED
     (void)st;
 #endif
     if (!PyTuple_Check(o) || PyTuple_GET_SIZE(o) != 2) {

@@ -21,6 +21,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "caibridge.h"
 /* The core's private fast path: a tensor from an already checked layout. */
@@ -46,12 +47,18 @@ enum {
 
 #define KEY_SLOT_MASK 63
 
+/* The sub-interpreter a module instance lives in (capsule.c). */
+typedef struct cai_home cai_home;
+
 /* Everything the module owns, per interpreter. */
 typedef struct {
     PyTypeObject *DLPackView_Type;
     PyTypeObject *CAIView_Type;
     PyObject *CUDAError;
     PyObject *name[N_COUNT];
+    /* Each entry point's keyword names, in its order (borrowed from name). */
+    PyObject *kw_as_dlpack[3], *kw_to_dlpack[5], *kw_dlpack[4],
+        *kw_from_dlpack[1];
     /* The keyword names from_dlpack passes to __dlpack__. */
     PyObject *kw_stream_max_version, *kw_stream;
     PyObject *max_version_ours; /* (1, 3) */
@@ -66,6 +73,9 @@ typedef struct {
     /* How many from_dlpack calls a foreign type's exchange API served
      * (tests read it); updated atomically. */
     unsigned long long foreign_table_imports;
+    /* NULL in the main interpreter; else where tensors made here release
+     * their owners. */
+    cai_home *home;
 #ifndef Py_GIL_DISABLED
     /* Producers hand out the same typestr and callers the same device
      * tuple call after call: the last ones read (exact, immutable) are
@@ -100,7 +110,8 @@ int check_positional(const char *fname, Py_ssize_t nargs,
 int read_int64(PyObject *o, const char *field, Py_ssize_t index,
                int64_t *out);
 Py_ssize_t read_int_tuple(PyObject *o, const char *field, int64_t *out);
-int read_device(cai_state *st, PyObject *o, const char *what, DLDevice *out);
+int read_device_tuple(cai_state *st, PyObject *o, const char *what,
+                      DLDevice *out);
 int read_stream(cai_state *st, PyObject *o, int *given, intptr_t *out);
 int wants_versioned(PyObject *o);
 int read_copy(PyObject *o);
@@ -128,6 +139,20 @@ static inline int match_keywords(const char *fname, PyObject *const *kwvalues,
         values[j] = kwvalues[i];
     }
     return 0;
+}
+
+/* A (device_type, device_id) pair as __dlpack_device__ returns it; the
+ * tuple callers pass call after call is remembered. */
+static inline int read_device(cai_state *st, PyObject *o, const char *what,
+                              DLDevice *out)
+{
+#ifndef Py_GIL_DISABLED
+    if (o == st->last_device_obj) {
+        *out = st->last_device;
+        return 0;
+    }
+#endif
+    return read_device_tuple(st, o, what, out);
 }
 
 /* A keyword flag: bool or int (truth value), NULL meaning the default. */
@@ -195,6 +220,10 @@ PyObject *reported_stream(int given, intptr_t s);
 /* capsule.c */
 extern const char CAPSULE_LEGACY[], CAPSULE_VERSIONED[];
 void release_pyobject(void *owner);
+cai_home *home_new(PyObject *module);
+void home_release(cai_home *home);
+int owner_away(cai_home *home, PyObject *obj, void **owner,
+               cai_release_fn *release);
 void delete_tensor(void *tensor, int versioned);
 void legacy_capsule_destructor(PyObject *capsule);
 void versioned_capsule_destructor(PyObject *capsule);
@@ -253,6 +282,8 @@ typedef struct {
     int sync;
     int readonly_legacy_ok;
     intptr_t stream;
+    cai_state *st;  /* the module's state (the type keeps the module) */
+    cai_home *home; /* the module's (NULL in the main interpreter) */
     int64_t dims[];
 } DLPackViewObject;
 
@@ -262,6 +293,10 @@ typedef struct {
 #define VIEW_ELEMENT_STRIDES(v) ((v)->dims + 2 * (v)->ndim)
 
 extern PyType_Spec dlpackview_spec;
+int contiguous_nbytes(int ndim, const int64_t *shape, int64_t itemsize,
+                      int64_t *nbytes);
+void contiguous_desc(cai_desc_t *c, void *data, int ndim,
+                     const int64_t *shape, DLDataType dtype, DLDevice device);
 void view_dealloc(PyObject *self);
 PyObject *view_new(cai_state *st, PyObject *obj, const cai_desc_t *d,
                    PyObject *keep, int sync, int readonly_legacy_ok);
@@ -282,6 +317,8 @@ static inline int is_view(PyObject *o)
 static inline int view_tensor(DLPackViewObject *v, int versioned,
                               unsigned options, void **out, cai_error_t *err)
 {
+    cai_release_fn release = release_pyobject;
+    void *owner = v;
     DLTensor t;
 
     t.data = v->data;
@@ -292,8 +329,16 @@ static inline int view_tensor(DLPackViewObject *v, int versioned,
     t.strides = VIEW_ELEMENT_STRIDES(v);
     t.byte_offset = 0;
     Py_INCREF(v);
-    return cai_tensor_new(&t, v->readonly, versioned, options, v,
-                          release_pyobject, out, err);
+    if (v->home != NULL &&
+        owner_away(v->home, (PyObject *)v, &owner, &release) != 0) {
+        err->status = CAI_ENOMEM;
+        err->field[0] = '\0';
+        snprintf(err->message, sizeof err->message,
+                 "no memory for the tensor's owner");
+        return -1;
+    }
+    return cai_tensor_new(&t, v->readonly, versioned, options, owner,
+                          release, out, err);
 }
 
 /* caiview.c */
@@ -306,8 +351,7 @@ PyObject *from_dlpack(PyObject *module, PyObject *const *args,
 
 /* exchange.c */
 int exchange_publish(cai_state *st, PyTypeObject *view_type);
-const DLPackExchangeAPI *foreign_table(cai_state *st, PyObject *x);
-PyObject *from_foreign_table(cai_state *st, PyObject *x,
-                             const DLPackExchangeAPI *api, int given);
+int from_foreign_table(cai_state *st, PyObject *x, int given,
+                       PyObject **result);
 
 #endif

@@ -354,15 +354,13 @@ PyObject *from_dlpack(PyObject *module, PyObject *const *args,
                       Py_ssize_t nargs, PyObject *kwnames)
 {
     cai_state *st = PyModule_GetState(module);
-    PyObject *const names[] = {st->name[F_STREAM]};
     PyObject *values[1] = {NULL}, *x, *stream_obj, *result;
-    const DLPackExchangeAPI *api;
     intptr_t s;
     int given;
 
     if (check_positional("from_dlpack", nargs, 1) != 0 ||
-        parse_keywords("from_dlpack", args + nargs, kwnames, names, values,
-                       1) != 0)
+        parse_keywords("from_dlpack", args + nargs, kwnames,
+                       st->kw_from_dlpack, values, 1) != 0)
         return NULL;
     x = args[0];
     if (read_stream(st, values[0], &given, &s) != 0)
@@ -384,7 +382,7 @@ PyObject *from_dlpack(PyObject *module, PyObject *const *args,
     if (is_view(x))
         return from_view(st, (DLPackViewObject *)x, values[0], given, s);
     if ((!given || s == CAI_STREAM_NO_SYNC) &&
-        (api = foreign_table(st, x)) != NULL)
-        return from_foreign_table(st, x, api, given);
+        from_foreign_table(st, x, given, &result))
+        return result;
     return from_producer(st, x, given, s);
 }

@@ -69,6 +69,8 @@ PyObject *view_new(cai_state *st, PyObject *obj, const cai_desc_t *d,
     v->stream = d->stream;
     v->sync = sync;
     v->readonly_legacy_ok = readonly_legacy_ok;
+    v->st = st;
+    v->home = st->home;
     /* Loops, not memcpy: a call costs more than a few extents. */
     for (i = 0; i < d->ndim; i++)
         VIEW_SHAPE(v)[i] = d->shape[i];
@@ -156,43 +158,69 @@ static void copy_strided(char *dst, const char *src, const cai_desc_t *d,
     }
 }
 
+/* The bytes of a C-contiguous block of ndim extents of itemsize bytes;
+ * -1 for a negative extent, or a size that overflows or size_t cannot
+ * hold. */
+int contiguous_nbytes(int ndim, const int64_t *shape, int64_t itemsize,
+                      int64_t *nbytes)
+{
+    int64_t count = 1;
+    int i;
+
+    for (i = 0; i < ndim; i++) {
+        if (shape[i] < 0 || __builtin_mul_overflow(count, shape[i], &count))
+            return -1;
+    }
+    if (__builtin_mul_overflow(count, itemsize, nbytes) ||
+        (uint64_t)*nbytes > SIZE_MAX)
+        return -1;
+    return 0;
+}
+
+/* Describes a writable, C-contiguous block at data. */
+void contiguous_desc(cai_desc_t *c, void *data, int ndim,
+                     const int64_t *shape, DLDataType dtype, DLDevice device)
+{
+    int i;
+
+    c->data = data;
+    c->readonly = 0;
+    c->ndim = ndim;
+    c->version = 3;
+    c->has_strides = 0;
+    c->has_mask = 0;
+    c->has_stream = 0;
+    c->stream = 0;
+    c->dtype = dtype;
+    c->device = device;
+    for (i = 0; i < ndim; i++)
+        c->shape[i] = shape[i];
+}
+
 /* A C-contiguous, writable copy of host data in a tensor marked IS_COPIED;
  * the tensor owns the copy and frees it in its deleter. */
 static PyObject *copy_to_capsule(cai_state *st, const cai_desc_t *d,
                                  int versioned)
 {
-    int64_t itemsize = cai_dtype_itemsize(d->dtype), count = 1, nbytes;
+    int64_t nbytes;
     cai_desc_t c;
     char *block;
-    int i;
 
-    for (i = 0; i < d->ndim; i++) {
-        if (__builtin_mul_overflow(count, d->shape[i], &count))
-            return PyErr_NoMemory();
-    }
-    if (__builtin_mul_overflow(count, itemsize, &nbytes) ||
-        (uint64_t)nbytes > SIZE_MAX)
+    if (contiguous_nbytes(d->ndim, d->shape, cai_dtype_itemsize(d->dtype),
+                          &nbytes) != 0)
         return PyErr_NoMemory();
     block = malloc(nbytes > 0 ? (size_t)nbytes : 1);
     if (block == NULL)
         return PyErr_NoMemory();
-    if (count > 0) {
+    if (nbytes > 0) {
         if (d->has_strides)
-            copy_strided(block, d->data, d, (size_t)itemsize);
+            copy_strided(block, d->data, d,
+                         (size_t)cai_dtype_itemsize(d->dtype));
         else
             memcpy(block, d->data, (size_t)nbytes);
     }
-    c.data = block;
-    c.readonly = 0;
-    c.ndim = d->ndim;
+    contiguous_desc(&c, block, d->ndim, d->shape, d->dtype, d->device);
     c.version = d->version;
-    c.has_strides = 0;
-    c.has_mask = 0;
-    c.has_stream = 0;
-    c.stream = 0;
-    c.dtype = d->dtype;
-    c.device = d->device;
-    memcpy(c.shape, d->shape, (size_t)d->ndim * sizeof c.shape[0]);
     return desc_to_capsule(st, &c, versioned,
                            CAI_OPT_IS_COPIED | CAI_OPT_LEGACY_READONLY_OK,
                            block, free);
@@ -266,20 +294,19 @@ static inline PyObject *view_export(cai_state *st, DLPackViewObject *v,
     return tensor_capsule(tensor, versioned);
 }
 
-static PyObject *view_dlpack(PyObject *self, PyTypeObject *defining_class,
-                             PyObject *const *args, Py_ssize_t nargs,
-                             PyObject *kwnames)
+/* Not METH_METHOD: the view keeps its module's state, and the interpreter
+ * specializes calls of plain fast methods. */
+static PyObject *view_dlpack(PyObject *self, PyObject *const *args,
+                             Py_ssize_t nargs, PyObject *kwnames)
 {
     DLPackViewObject *v = (DLPackViewObject *)self;
-    cai_state *st = type_state(defining_class);
-    PyObject *const names[] = {st->name[F_STREAM], st->name[N_MAX_VERSION],
-                               st->name[N_DL_DEVICE], st->name[N_COPY]};
+    cai_state *st = v->st;
     PyObject *values[4] = {NULL, NULL, NULL, NULL};
     int versioned, copy;
 
     if (check_positional("__dlpack__", nargs, 0) != 0 ||
-        match_keywords("__dlpack__", args + nargs, kwnames, names, values,
-                       4) != 0)
+        match_keywords("__dlpack__", args + nargs, kwnames, st->kw_dlpack,
+                       values, 4) != 0)
         return NULL;
     if ((versioned = wants_versioned(values[1])) < 0)
         return NULL;
@@ -349,7 +376,7 @@ PyDoc_STRVAR(view_dlpack_device_doc,
 
 static PyMethodDef view_methods[] = {
     {"__dlpack__", (PyCFunction)(void (*)(void))view_dlpack,
-     METH_METHOD | METH_FASTCALL | METH_KEYWORDS, view_dlpack_doc},
+     METH_FASTCALL | METH_KEYWORDS, view_dlpack_doc},
     {"__dlpack_device__", view_dlpack_device, METH_NOARGS,
      view_dlpack_device_doc},
     {NULL, NULL, 0, NULL}};

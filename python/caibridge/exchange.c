@@ -22,9 +22,8 @@ static int xapi_allocator(DLTensor *prototype, DLManagedTensorVersioned **out,
 {
     cai_desc_t d;
     cai_error_t err;
-    int64_t itemsize, count = 1, nbytes;
+    int64_t itemsize, nbytes;
     void *block;
-    int i;
 
     *out = NULL;
     if (prototype->device.device_type != kDLCPU) {
@@ -40,32 +39,21 @@ static int xapi_allocator(DLTensor *prototype, DLManagedTensorVersioned **out,
         return -1;
     }
     itemsize = cai_dtype_itemsize(prototype->dtype);
-    for (i = 0; i < prototype->ndim; i++) {
-        if (prototype->shape[i] < 0 ||
-            __builtin_mul_overflow(count, prototype->shape[i], &count))
-            goto too_big;
+    if (itemsize == 0 || contiguous_nbytes(prototype->ndim, prototype->shape,
+                                           itemsize, &nbytes) != 0) {
+        if (set_error != NULL)
+            set_error(error_ctx, "ValueError",
+                      "the prototype's dtype or size cannot be allocated");
+        return -1;
     }
-    if (itemsize == 0 || __builtin_mul_overflow(count, itemsize, &nbytes) ||
-        (uint64_t)nbytes > SIZE_MAX)
-        goto too_big;
     block = NULL;
     if (posix_memalign(&block, 64, nbytes > 0 ? (size_t)nbytes : 1) != 0) {
         if (set_error != NULL)
             set_error(error_ctx, "MemoryError", "cannot allocate the tensor");
         return -1;
     }
-    d.data = block;
-    d.readonly = 0;
-    d.ndim = prototype->ndim;
-    d.version = 3;
-    d.has_strides = 0;
-    d.has_mask = 0;
-    d.has_stream = 0;
-    d.stream = 0;
-    d.dtype = prototype->dtype;
-    d.device = prototype->device;
-    for (i = 0; i < d.ndim; i++)
-        d.shape[i] = prototype->shape[i];
+    contiguous_desc(&d, block, prototype->ndim, prototype->shape,
+                    prototype->dtype, prototype->device);
     if (cai_desc_to_dlpack_versioned(&d, 0, block, free, out, &err) != 0) {
         if (set_error != NULL)
             set_error(error_ctx,
@@ -74,12 +62,6 @@ static int xapi_allocator(DLTensor *prototype, DLManagedTensorVersioned **out,
         return -1;
     }
     return 0;
-
-too_big:
-    if (set_error != NULL)
-        set_error(error_ctx, "ValueError",
-                  "the prototype's dtype or size cannot be allocated");
-    return -1;
 }
 
 /* The exchange API's Python objects must be our views. */
@@ -184,8 +166,10 @@ int exchange_publish(cai_state *st, PyTypeObject *view_type)
     return rc;
 }
 
-/* A usable exchange API table on type(x), or NULL (no error) if none. */
-const DLPackExchangeAPI *foreign_table(cai_state *st, PyObject *x)
+/* A usable exchange API table on type(x), or NULL (no error) if none;
+ * *holder then holds the capsule that publishes it. */
+static const DLPackExchangeAPI *foreign_table(cai_state *st, PyObject *x,
+                                              PyObject **holder)
 {
     PyObject *names[2] = {st->name[N_EXCHANGE_API],
                           st->name[N_EXCHANGE_API_OLD]};
@@ -202,15 +186,17 @@ const DLPackExchangeAPI *foreign_table(cai_state *st, PyObject *x)
         /* Newer tables chain to older ones (DLPack, "prev_api"). */
         while (h != NULL && h->version.major != DLPACK_MAJOR_VERSION)
             h = h->prev_api;
-        if (h != NULL)
+        if (h != NULL) {
+            *holder = Py_NewRef(capsule);
             return (const DLPackExchangeAPI *)h;
+        }
     }
     return NULL;
 }
 
-/* from_dlpack through a producer type's table (stream None or -1). */
-PyObject *from_foreign_table(cai_state *st, PyObject *x,
-                             const DLPackExchangeAPI *api, int given)
+/* The tensor of x through api, in a CAIView. */
+static PyObject *from_table(cai_state *st, PyObject *x,
+                            const DLPackExchangeAPI *api, int given)
 {
     DLManagedTensorVersioned *t = NULL;
     PyObject *stream_obj, *result;
@@ -249,4 +235,23 @@ PyObject *from_foreign_table(cai_state *st, PyObject *x,
     result = caiview_new(st, t, 1, stream_obj);
     Py_DECREF(stream_obj);
     return result;
+}
+
+/*
+ * from_dlpack through type(x)'s exchange API table (stream None or -1):
+ * 1 with *result set (NULL on error) when type(x) has a usable table, else
+ * 0.  The table's capsule is held while the table runs, which may run
+ * Python code.
+ */
+int from_foreign_table(cai_state *st, PyObject *x, int given,
+                       PyObject **result)
+{
+    PyObject *holder;
+    const DLPackExchangeAPI *api = foreign_table(st, x, &holder);
+
+    if (api == NULL)
+        return 0;
+    *result = from_table(st, x, api, given);
+    Py_DECREF(holder);
+    return 1;
 }

@@ -35,15 +35,13 @@ static PyObject *as_dlpack(PyObject *module, PyObject *const *args,
                            Py_ssize_t nargs, PyObject *kwnames)
 {
     cai_state *st = PyModule_GetState(module);
-    PyObject *const names[] = {st->name[N_DEVICE], st->name[N_SYNC],
-                               st->name[N_ALLOW_READONLY_LEGACY]};
     PyObject *values[3] = {NULL, NULL, NULL}, *keep;
     cai_desc_t d;
     int sync, ro_ok;
 
     if (check_positional("as_dlpack", nargs, 1) != 0 ||
-        match_keywords("as_dlpack", args + nargs, kwnames, names, values,
-                       3) != 0)
+        match_keywords("as_dlpack", args + nargs, kwnames, st->kw_as_dlpack,
+                       values, 3) != 0)
         return NULL;
     if ((sync = read_flag(values[1], "sync", 1)) < 0 ||
         (ro_ok = read_flag(values[2], "allow_readonly_legacy", 0)) < 0)
@@ -69,6 +67,8 @@ static PyObject *checked_capsule(cai_state *st, cai_desc_t *d, int versioned,
                                  unsigned options, PyObject *owner)
 {
     int64_t elem[CAI_MAX_NDIM];
+    cai_release_fn release = release_pyobject;
+    void *held = owner;
     cai_error_t err;
     DLTensor t;
     void *tensor;
@@ -77,6 +77,8 @@ static PyObject *checked_capsule(cai_state *st, cai_desc_t *d, int versioned,
         Py_DECREF(owner);
         return raise_status(st, &err);
     }
+    if (st->home != NULL && owner_away(st->home, owner, &held, &release) != 0)
+        return PyErr_NoMemory();
     t.data = d->data;
     t.device = d->device;
     t.ndim = d->ndim;
@@ -84,8 +86,8 @@ static PyObject *checked_capsule(cai_state *st, cai_desc_t *d, int versioned,
     t.shape = d->shape;
     t.strides = elem;
     t.byte_offset = 0;
-    if (cai_tensor_new(&t, d->readonly, versioned, options, owner,
-                       release_pyobject, &tensor, &err) != 0)
+    if (cai_tensor_new(&t, d->readonly, versioned, options, held, release,
+                       &tensor, &err) != 0)
         return raise_status(st, &err);
     return tensor_capsule(tensor, versioned);
 }
@@ -94,17 +96,14 @@ static PyObject *to_dlpack(PyObject *module, PyObject *const *args,
                            Py_ssize_t nargs, PyObject *kwnames)
 {
     cai_state *st = PyModule_GetState(module);
-    PyObject *const names[] = {st->name[N_MAX_VERSION], st->name[N_DEVICE],
-                               st->name[F_STREAM], st->name[N_SYNC],
-                               st->name[N_ALLOW_READONLY_LEGACY]};
     PyObject *values[5] = {NULL, NULL, NULL, NULL, NULL}, *keep, *owner;
     cai_desc_t d;
     intptr_t consumer;
     int versioned, sync, ro_ok, streams;
 
     if (check_positional("to_dlpack", nargs, 1) != 0 ||
-        match_keywords("to_dlpack", args + nargs, kwnames, names, values,
-                       5) != 0)
+        match_keywords("to_dlpack", args + nargs, kwnames, st->kw_to_dlpack,
+                       values, 5) != 0)
         return NULL;
     if ((versioned = wants_versioned(values[0])) < 0 ||
         (sync = read_flag(values[3], "sync", 1)) < 0 ||
@@ -239,7 +238,13 @@ static int module_clear(PyObject *module)
 
 static void module_free(void *module)
 {
+    cai_state *st = PyModule_GetState((PyObject *)module);
+
     (void)module_clear((PyObject *)module);
+    if (st != NULL) {
+        home_release(st->home);
+        st->home = NULL;
+    }
 }
 
 static int intern_names(cai_state *st)
@@ -255,6 +260,19 @@ static int intern_names(cai_state *st)
             return -1;
     }
     index_entry_keys(st);
+    st->kw_as_dlpack[0] = st->name[N_DEVICE];
+    st->kw_as_dlpack[1] = st->name[N_SYNC];
+    st->kw_as_dlpack[2] = st->name[N_ALLOW_READONLY_LEGACY];
+    st->kw_to_dlpack[0] = st->name[N_MAX_VERSION];
+    st->kw_to_dlpack[1] = st->name[N_DEVICE];
+    st->kw_to_dlpack[2] = st->name[F_STREAM];
+    st->kw_to_dlpack[3] = st->name[N_SYNC];
+    st->kw_to_dlpack[4] = st->name[N_ALLOW_READONLY_LEGACY];
+    st->kw_dlpack[0] = st->name[F_STREAM];
+    st->kw_dlpack[1] = st->name[N_MAX_VERSION];
+    st->kw_dlpack[2] = st->name[N_DL_DEVICE];
+    st->kw_dlpack[3] = st->name[N_COPY];
+    st->kw_from_dlpack[0] = st->name[F_STREAM];
     st->kw_stream_max_version =
         PyTuple_Pack(2, st->name[F_STREAM], st->name[N_MAX_VERSION]);
     st->kw_stream = PyTuple_Pack(1, st->name[F_STREAM]);
@@ -285,6 +303,10 @@ static int module_exec(PyObject *module)
 
     st->sync_enabled = !(env != NULL && strcmp(env, "0") == 0);
     st->foreign_table_imports = 0;
+    st->home = NULL;
+    if (PyInterpreterState_Get() != PyInterpreterState_Main() &&
+        (st->home = home_new(module)) == NULL)
+        return -1;
     if (intern_names(st) != 0)
         return -1;
     if ((st->DLPackView_Type = add_type(module, &dlpackview_spec)) == NULL ||
