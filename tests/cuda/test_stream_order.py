@@ -168,8 +168,14 @@ def ordered(log):
     record = [line for line in log if line.startswith("cudaEventRecord(")]
     wait = [line for line in log if line.startswith("cudaStreamWaitEvent(")]
     assert len(record) == len(wait) == 1, log
-    return (int(record[0].split(", ")[1].rstrip(")"), 16),
-            int(wait[0][len("cudaStreamWaitEvent("):].split(",")[0], 16))
+    return (handle(record[0].split(", ")[1].rstrip(")")),
+            handle(wait[0][len("cudaStreamWaitEvent("):].split(",")[0]))
+
+
+def handle(text):
+    """The stream value of a stream as the double logs it (name())."""
+    return {"cudaStreamLegacy": 1, "cudaStreamPerThread": 2}.get(
+        text) or int(text, 16)
 
 
 # ---- where the data is ----
