@@ -1,5 +1,5 @@
 /*
- * DLPackView, what as_dlpack returns: a checked descriptor kept in the
+ * as_dlpack and DLPackView, what it returns: a checked descriptor kept in the
  * object, handing out one independent capsule per __dlpack__ request (or a
  * C-contiguous host copy when asked).  Its type also publishes the DLPack C
  * exchange API (exchange.c).
@@ -41,8 +41,8 @@ static void view_to_desc(const DLPackViewObject *v, cai_desc_t *d)
 }
 
 /* A view of a validated descriptor; takes keep (may be NULL). */
-PyObject *view_new(cai_state *st, PyObject *obj, const cai_desc_t *d,
-                   PyObject *keep, int sync, int readonly_legacy_ok)
+static PyObject *view_new(cai_state *st, PyObject *obj, const cai_desc_t *d,
+                          PyObject *keep, int sync, int readonly_legacy_ok)
 {
     DLPackViewObject *v;
     int64_t *elem;
@@ -224,6 +224,42 @@ static PyObject *copy_to_capsule(cai_state *st, const cai_desc_t *d,
     return desc_to_capsule(st, &c, versioned,
                            CAI_OPT_IS_COPIED | CAI_OPT_LEGACY_READONLY_OK,
                            block, free);
+}
+
+/* ------------------------------------------------------------------ */
+/* as_dlpack                                                           */
+
+const char as_dlpack_doc[] =
+"as_dlpack(obj, *, device=None, sync=True, allow_readonly_legacy=False)\n"
+"--\n\n"
+"Wrap a CAI or array-interface producer as a DLPack producer.\n\n"
+"Reads obj.__cuda_array_interface__ (CUDA memory) or else\n"
+"obj.__array_interface__ (host memory), checks it, and returns a\n"
+"DLPackView whose __dlpack__ hands out zero-copy capsules that keep obj\n"
+"alive.  device=(device_type, device_id) skips the CUDA pointer lookup.\n"
+"sync=False turns off stream ordering for this view.  A read-only array is\n"
+"exported as a legacy capsule only with allow_readonly_legacy=True.\n\n"
+"Raises TypeError or ValueError for a malformed descriptor, BufferError\n"
+"when it cannot be exported, caibridge.CUDAError when CUDA fails.";
+
+PyObject *as_dlpack(PyObject *module, PyObject *const *args,
+                    Py_ssize_t nargs, PyObject *kwnames)
+{
+    cai_state *st = PyModule_GetState(module);
+    PyObject *values[3] = {NULL, NULL, NULL}, *keep;
+    cai_desc_t d;
+    int sync, ro_ok;
+
+    if (check_positional("as_dlpack", nargs, 1) != 0 ||
+        match_keywords("as_dlpack", args + nargs, kwnames, st->kw_as_dlpack,
+                       values, 3) != 0)
+        return NULL;
+    if ((sync = read_flag(values[1], "sync", 1)) < 0 ||
+        (ro_ok = read_flag(values[2], "allow_readonly_legacy", 0)) < 0)
+        return NULL;
+    if (describe(st, args[0], values[0], 1, &d, &keep) != 0)
+        return NULL;
+    return view_new(st, args[0], &d, keep, sync, ro_ok);
 }
 
 /* ------------------------------------------------------------------ */
