@@ -232,7 +232,7 @@ static inline int small_int(PyObject *o, int64_t *out)
 
 /* interface.c */
 void index_entry_keys(cai_state *st);
-int describe(cai_state *st, PyObject *obj, PyObject *device, int validate,
+int describe(cai_state *st, PyObject *obj, PyObject *device, int64_t *elem,
              cai_desc_t *d, PyObject **keep);
 
 /* streams.c */
@@ -300,12 +300,9 @@ typedef struct {
     DLDataType dtype;
     DLDevice device;
     int ndim;
-    int readonly;
-    int version;
-    int has_strides;
-    int has_stream;
-    int sync;
-    int readonly_legacy_ok;
+    /* Flags, kept small: the object fits a smaller allocation class. */
+    unsigned char readonly, version, has_strides, has_stream, sync,
+        readonly_legacy_ok;
     intptr_t stream;
     cai_state *st;  /* the module's state (the type keeps the module) */
     cai_home *home; /* the module's (NULL in the main interpreter) */

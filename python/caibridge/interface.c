@@ -424,15 +424,16 @@ static int check_buffer_bounds(const cai_desc_t *d, PyObject *keep)
 /*
  * Everything as_dlpack and to_dlpack share: reads obj's interface into d,
  * then validates it and fills its device (given, kDLCPU for host arrays, or
- * looked up from the pointer).  validate = 0 leaves the checks to the
- * conversion that follows.  *keep as in read_desc.
+ * looked up from the pointer).  The validation writes the element strides
+ * to elem (ndim entries); elem NULL leaves the checks to the conversion
+ * that follows where it can.  *keep as in read_desc.
  */
-int describe(cai_state *st, PyObject *obj, PyObject *device, int validate,
+int describe(cai_state *st, PyObject *obj, PyObject *device, int64_t *elem,
              cai_desc_t *d, PyObject **keep)
 {
     PyObject *iface;
     cai_error_t err;
-    int is_cuda = 1, rc;
+    int is_cuda = 1, rc, validate = elem != NULL;
 
     if (cai_lookup_attr(obj, st->name[N_CAI], &iface) < 0)
         return -1;
@@ -462,9 +463,9 @@ int describe(cai_state *st, PyObject *obj, PyObject *device, int validate,
         validate = 1;
     }
     if (validate || *keep != NULL) {
-        int64_t elem[CAI_MAX_NDIM];
+        int64_t scratch[CAI_MAX_NDIM];
 
-        if (cai_desc_check(d, elem, &err) != 0) {
+        if (cai_desc_check(d, elem != NULL ? elem : scratch, &err) != 0) {
             raise_status(st, &err);
             goto fail;
         }

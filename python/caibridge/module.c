@@ -76,7 +76,7 @@ static PyObject *to_dlpack(PyObject *module, PyObject *const *args,
         (sync = read_flag(values[3], "sync", 1)) < 0 ||
         (ro_ok = read_flag(values[4], "allow_readonly_legacy", 0)) < 0)
         return NULL;
-    if (describe(st, args[0], values[1], 0, &d, &keep) != 0)
+    if (describe(st, args[0], values[1], NULL, &d, &keep) != 0)
         return NULL;
     /* No stream on either side: nothing to check (no error is possible
      * without one) and nothing to order. */
