@@ -1,7 +1,8 @@
 """pip build of caibridge: the same C sources as the Autotools build.
 
-The list of core sources comes from src/local.mk (see python/sources.py);
-the extension adds python/caibridge/_core.c.  What configure would write to
+The lists of sources come from src/local.mk (the core) and python/local.mk
+(the extension), see python/sources.py; src/ is on the include path for
+the core's private header that the extension shares.  What configure would write to
 config.h (HAVE_CUDA, CAI_CUDART_SONAME) is worked out here from the CUDA
 headers, when present, and written to a config.h in the build directory.
 """
@@ -14,7 +15,7 @@ from setuptools.command.build_ext import build_ext
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(ROOT, "python"))
-from sources import core_sources  # noqa: E402
+from sources import core_sources, module_sources  # noqa: E402
 
 sys.path.pop(0)
 
@@ -58,8 +59,8 @@ class BuildExt(build_ext):
 
 core = Extension(
     "caibridge._core",
-    sources=core_sources(ROOT) + ["python/caibridge/_core.c"],
-    include_dirs=["include"],
+    sources=core_sources(ROOT) + module_sources(ROOT),
+    include_dirs=["include", "src"],
     define_macros=[("CAIBRIDGE_BUILDING", "1")],
     extra_compile_args=["-fvisibility=hidden"],
     libraries=["dl"] if sys.platform.startswith("linux") else [],
@@ -71,4 +72,6 @@ setup(
     package_dir={"caibridge": "python/caibridge"},
     packages=["caibridge"],
     package_data={"caibridge": ["__init__.pyi", "py.typed"]},
+    # Only what package_data names: the C sources stay out of the wheel.
+    include_package_data=False,
 )

@@ -1,14 +1,57 @@
-"""caibridge quick start: one producer, fed to PyTorch and JAX, zero-copy.
+"""caibridge quick start: arrays handed over zero-copy.
 
-With a CUDA GPU, the producer is CUDA memory seen only through its
-__cuda_array_interface__; without one, it is a host array seen only through
-its __array_interface__.  Either way the consumers get the producer's own
-memory, and caibridge.from_dlpack turns a DLPack tensor back into an array
-interface.  Run it with:  make demo   (or: python examples/quickstart.py)
+First with nothing but caibridge: a producer from the standard library (a
+bytearray described by __array_interface__) goes out as DLPack through
+caibridge.as_dlpack and comes back as an array interface through
+caibridge.from_dlpack, still the bytearray's own memory.
+
+Then, when NumPy is installed, one producer fed to NumPy, PyTorch and JAX:
+with a CUDA GPU, CUDA memory seen only through its
+__cuda_array_interface__; without one, a host array seen only through its
+__array_interface__.  Run it with:  make demo   (or: python
+examples/quickstart.py)
 """
-import numpy as np
+import array
+import ctypes
 
 import caibridge
+
+
+class Float32Matrix:
+    """A rows x cols float32 matrix in a bytearray, known to the world only
+    by its __array_interface__: a producer that needs no NumPy."""
+
+    def __init__(self, rows, cols):
+        self.shape = (rows, cols)
+        self.buffer = bytearray(array.array("f", range(rows * cols)))
+
+    @property
+    def __array_interface__(self):
+        # "data" may be any object with a writable buffer: the view keeps
+        # that export alive for as long as a consumer holds the data.
+        return {"shape": self.shape, "typestr": "<f4", "data": self.buffer,
+                "version": 3}
+
+    def address(self):
+        return ctypes.addressof(ctypes.c_char.from_buffer(self.buffer))
+
+
+def standard_library_only():
+    producer = Float32Matrix(3, 4)
+    view = caibridge.as_dlpack(producer)    # a DLPack producer
+    back = caibridge.from_dlpack(view)      # a DLPack consumer
+    iface = back.__array_interface__
+    pointer = iface["data"][0]
+    print(f"caibridge.from_dlpack(caibridge.as_dlpack(producer)): shape "
+          f"{iface['shape']}, typestr {iface['typestr']!r}, same memory as "
+          f"the bytearray: {pointer == producer.address()}")
+    assert pointer == producer.address()
+    # A write through the consumer's pointer lands in the producer's bytes.
+    values = (ctypes.c_float * 12).from_address(pointer)
+    values[5] = 42.0
+    seen = array.array("f", bytes(producer.buffer))[5]
+    print(f"written through the view, read in the bytearray: {seen:g}")
+    assert seen == 42.0
 
 
 class InterfaceOnly:
@@ -28,6 +71,19 @@ def gpu_available(torch):
 
 
 def main():
+    print(f"caibridge {caibridge.__version__} (CUDA support built: "
+          f"{caibridge.cuda_built()})")
+    standard_library_only()
+    try:
+        import numpy as np
+    except ImportError:
+        print("NumPy is not installed: the NumPy, torch and JAX hand-overs "
+              "are skipped (pip install numpy torch jax)")
+        return
+    with_consumers(np)
+
+
+def with_consumers(np):
     try:
         import torch
     except ImportError:
@@ -38,8 +94,6 @@ def main():
     except ImportError:
         jax = None
 
-    print(f"caibridge {caibridge.__version__} (CUDA support built: "
-          f"{caibridge.cuda_built()})")
     if gpu_available(torch):
         source = torch.arange(12, dtype=torch.float32, device="cuda")
         source = source.reshape(3, 4)
@@ -60,6 +114,13 @@ def main():
         expected = source
         print("producer: no GPU here, so a host array behind "
               f"__array_interface__ (shape {source.shape}, float32)")
+
+    if not gpu_available(torch):
+        result = np.from_dlpack(caibridge.as_dlpack(producer))
+        same = result.__array_interface__["data"][0] == pointer
+        print(f"np.from_dlpack(as_dlpack(producer)): same memory: {same}, "
+              f"sum {result.sum():g}")
+        assert same and np.array_equal(result, expected)
 
     if torch is not None:
         tensor = torch.from_dlpack(caibridge.as_dlpack(producer))

@@ -26,7 +26,10 @@ import numpy as np
 import pytest
 
 import caibridge
-from conftest import HostProducer
+from conftest import HostProducer, consumer
+
+torch, needs_torch = consumer("torch")
+jax, needs_jax = consumer("jax", "dlpack")
 
 N = int(os.environ.get("CAIBRIDGE_SOAK_N", "50000"))
 JAX_N = int(os.environ.get("CAIBRIDGE_SOAK_JAX_N", str(max(N // 10, 1000))))
@@ -92,9 +95,8 @@ def host():
     return HostProducer(array)
 
 
+@needs_torch
 def test_as_dlpack_into_torch(host):
-    torch = pytest.importorskip("torch")
-
     def step():
         t = torch.from_dlpack(caibridge.as_dlpack(host))
         assert t.shape == (3, 4)
@@ -108,10 +110,8 @@ def test_as_dlpack_into_numpy(host):
     soak("as_dlpack -> numpy", step, N, host)
 
 
+@needs_jax
 def test_as_dlpack_into_jax(host):
-    jax = pytest.importorskip("jax")
-    import jax.dlpack
-
     # XLA copies host buffers that are not 64-byte aligned; either way the
     # hand-over path and its deleters run, which is what is measured.
     def step():
@@ -122,8 +122,8 @@ def test_as_dlpack_into_jax(host):
     soak("as_dlpack -> jax", step, JAX_N, host, warmup=30000)
 
 
+@needs_torch
 def test_from_dlpack_back_from_torch():
-    torch = pytest.importorskip("torch")
     t = torch.arange(12, dtype=torch.float32).reshape(3, 4)
 
     def step():
@@ -141,9 +141,8 @@ def test_from_dlpack_back_from_numpy():
     soak("numpy -> from_dlpack -> numpy", step, N, a)
 
 
+@needs_torch
 def test_round_trip_through_torch(host):
-    torch = pytest.importorskip("torch")
-
     def step():
         t = torch.from_dlpack(caibridge.as_dlpack(host))
         assert caibridge.from_dlpack(t).__array_interface__["data"][0] == \

@@ -1,4 +1,8 @@
-"""caibridge's Python layer on the recording CUDA runtime double.
+"""caibridge's Python layer on the recording CUDA runtime double: what the
+module hands the core (the pointer or device to look up, the consumer's
+stream from None, ints and __cuda_stream__, sync) and the exception each
+failure becomes.  The core's own rules (memory kinds, the event sequence,
+switching devices, cleanup after a failure) are tests/cuda/*-t.c's.
 
 The double (tests/cuda/cudart-double.c) is selected with CAIBRIDGE_CUDART
 before caibridge makes its first CUDA call; ctypes opens the same shared
@@ -51,6 +55,10 @@ class Controls(ctypes.Structure):
         ("fail", ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_int)),
         ("log", ctypes.CFUNCTYPE(ctypes.c_char_p)),
         ("live_events", ctypes.CFUNCTYPE(ctypes.c_int)),
+        ("add_allocation", ctypes.CFUNCTYPE(
+            None, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+            ctypes.c_int, ctypes.c_void_p)),
+        ("add_stream", ctypes.CFUNCTYPE(None, ctypes.c_long, ctypes.c_int)),
     ]
 
 
@@ -72,8 +80,14 @@ class Double:
     def fail(self, call, error):
         self._c.fail(call.encode(), error)
 
+    def add_stream(self, handle, device):
+        self._c.add_stream(handle, device)
+
     def log(self):
-        return self._c.log().decode().splitlines()
+        """The calls since the last reset; the driver's one-time cuInit is
+        left out (it comes with whichever test binds the driver first)."""
+        return [line for line in self._c.log().decode().splitlines()
+                if line != "cuInit(0)"]
 
     def live_events(self):
         return self._c.live_events()
@@ -111,6 +125,8 @@ def double():
     caibridge.as_dlpack(DeviceArray())
     # The first CUDA call binds the runtime, which asks for its version.
     assert d.log() == ["cudaRuntimeGetVersion() = 13000",
+                       "cudaPeekAtLastError() = 0",
+                       "cuCtxGetCurrent() = P0",
                        f"cudaPointerGetAttributes({DEVICE_PTR:#x})"], (
         "caibridge is not using the double: was a CUDA runtime already "
         "bound in this process?")
@@ -123,14 +139,37 @@ def cuda(double):
     return double
 
 
-def event_ordering(p, s, device=0):
+def name(stream):
+    """A stream as the double logs it: the headers' names for the default
+    stream handles."""
+    return {1: "cudaStreamLegacy", 2: "cudaStreamPerThread"}.get(
+        stream, f"{stream:#x}")
+
+
+def event_ordering(p, s):
+    """Device 0's primary context current, p a stream handle."""
     return [
-        f"cudaGetDevice() = {device}",
-        f"cudaEventCreateWithFlags(0x2) = ev1 on device {device}",
+        "cudaPeekAtLastError() = 0",
+        "cuCtxGetCurrent() = P0",
+        f"cuStreamGetCtx({p:#x}) = P0",
+        f"cudaStreamIsCapturing({p:#x}) = 0",
+        "cudaEventCreateWithFlags(cudaEventDisableTiming) = ev1 on P0",
         f"cudaEventRecord(ev1, {p:#x})",
-        f"cudaStreamWaitEvent({s:#x}, ev1, 0x0)",
+    ] + (["cuCtxGetDevice() = 0"] if s in (1, 2) else []) + [
+        f"cudaStreamIsCapturing({name(s)}) = 0",
+        f"cudaStreamWaitEvent({name(s)}, ev1, cudaEventWaitDefault)",
         "cudaEventDestroy(ev1)",
     ]
+
+
+def ordered(log):
+    """(producer stream, consumer stream) of the ordering in a call log: the
+    streams the module handed the core (the sequence is order-t.c's)."""
+    record = [line for line in log if line.startswith("cudaEventRecord(")]
+    wait = [line for line in log if line.startswith("cudaStreamWaitEvent(")]
+    assert len(record) == len(wait) == 1, log
+    return (int(record[0].split(", ")[1].rstrip(")"), 16),
+            int(wait[0][len("cudaStreamWaitEvent("):].split(",")[0], 16))
 
 
 # ---- where the data is ----
@@ -139,28 +178,24 @@ def test_device_memory_is_on_its_own_device(cuda):
     cuda.pointer(DEVICE_PTR, DEVICE, 1)
     view = caibridge.as_dlpack(DeviceArray())
     assert view.__dlpack_device__() == (KDLCUDA, 1)
-    assert cuda.log() == [f"cudaPointerGetAttributes({DEVICE_PTR:#x})"]
-
-
-@pytest.mark.parametrize("kind, expected", [
-    (PINNED, (KDLCUDAHOST, 0)),
-    (MANAGED, (KDLCUDAMANAGED, 0)),
-])
-def test_host_accessible_memory(cuda, kind, expected):
-    cuda.pointer(DEVICE_PTR, kind, 1)
-    assert caibridge.as_dlpack(DeviceArray()).__dlpack_device__() == expected
+    assert cuda.log() == ["cudaPeekAtLastError() = 0",
+                          "cuCtxGetCurrent() = P0",
+                          f"cudaPointerGetAttributes({DEVICE_PTR:#x})"]
 
 
 def test_unregistered_host_memory_is_refused(cuda):
-    with pytest.raises(BufferError, match="not registered with CUDA"):
+    with pytest.raises(BufferError) as info:
         caibridge.as_dlpack(DeviceArray())
+    assert not isinstance(info.value, caibridge.CUDAError), \
+        "a refusal of the memory, not a CUDA failure"
 
 
 def test_zero_size_array_takes_the_current_device(cuda):
     cuda.current_device(2)
     view = caibridge.as_dlpack(DeviceArray(ptr=0, shape=(0,)))
     assert view.__dlpack_device__() == (KDLCUDA, 2)
-    assert cuda.log() == ["cudaGetDevice() = 2"]
+    assert cuda.log() == ["cudaPeekAtLastError() = 0",
+                          "cuCtxGetCurrent() = P2", "cuCtxGetDevice() = 2"]
 
 
 def test_explicit_device_skips_the_lookup(cuda):
@@ -172,7 +207,8 @@ def test_explicit_device_skips_the_lookup(cuda):
 def test_no_driver_is_a_cuda_error(cuda):
     cuda.fail("*", 35)
     with pytest.raises(caibridge.CUDAError,
-                       match=r"cudaPointerGetAttributes failed.*CUDA error 35"):
+                       match=r"cuCtxGetCurrent failed.*CUDA error 35.*"
+                             r"no usable CUDA driver"):
         caibridge.as_dlpack(DeviceArray())
 
 
@@ -196,29 +232,45 @@ def test_consumer_waits_on_an_event(cuda, consumer, seen):
     view = located(cuda, PRODUCER)
     capsule = view.__dlpack__(stream=consumer)
     assert type(capsule).__name__ == "PyCapsule"
-    assert cuda.log() == event_ordering(PRODUCER, seen)
-    assert cuda.live_events() == 0
-    assert not any("cudaStreamSynchronize" in line for line in cuda.log())
+    assert ordered(cuda.log()) == (PRODUCER, seen)
+
+
+@pytest.mark.parametrize("consumer, seen", [
+    (None, 1),
+    (CONSUMER, CONSUMER),
+    (CudaStream(CONSUMER), CONSUMER),
+])
+def test_from_dlpack_of_a_view_orders_on_the_consumer_stream(cuda, consumer,
+                                                             seen):
+    view = located(cuda, PRODUCER)
+    kwargs = {} if consumer is None else {"stream": consumer}
+    back = caibridge.from_dlpack(view, **kwargs)
+    assert ordered(cuda.log()) == (PRODUCER, seen)
+    assert back.__cuda_array_interface__["stream"] == seen
 
 
 def test_producer_on_another_device(cuda):
     view = located(cuda, PRODUCER, device=1)
+    cuda.add_stream(PRODUCER, 1)
     view.__dlpack__(stream=CONSUMER)
     assert cuda.log() == [
-        "cudaGetDevice() = 0",
-        "cudaSetDevice(1)",
-        "cudaEventCreateWithFlags(0x2) = ev1 on device 1",
+        "cudaPeekAtLastError() = 0",
+        "cuCtxGetCurrent() = P0",
+        f"cuStreamGetCtx({PRODUCER:#x}) = P1",
+        "cuCtxSetCurrent(P1)",
+        f"cudaStreamIsCapturing({PRODUCER:#x}) = 0",
+        "cudaEventCreateWithFlags(cudaEventDisableTiming) = ev1 on P1",
         f"cudaEventRecord(ev1, {PRODUCER:#x})",
-        f"cudaStreamWaitEvent({CONSUMER:#x}, ev1, 0x0)",
+        f"cudaStreamIsCapturing({CONSUMER:#x}) = 0",
+        f"cudaStreamWaitEvent({CONSUMER:#x}, ev1, cudaEventWaitDefault)",
         "cudaEventDestroy(ev1)",
-        "cudaSetDevice(0)",
+        "cuCtxSetCurrent(P0)",
     ]
 
 
 @pytest.mark.parametrize("producer, consumer, kwargs", [
     (None, CONSUMER, {}),          # the producer named no stream
     (PRODUCER, -1, {}),            # the consumer orders itself
-    (PRODUCER, PRODUCER, {}),      # one stream: already in order
     (PRODUCER, CONSUMER, {"sync": False}),  # the user opted out
 ])
 def test_no_ordering_call(cuda, producer, consumer, kwargs):
@@ -234,14 +286,11 @@ def test_stream_zero_is_refused(cuda):
     assert cuda.log() == []
 
 
-def test_failed_record_still_destroys_the_event(cuda):
+def test_failed_record_is_a_cuda_error(cuda):
     view = located(cuda, PRODUCER)
     cuda.fail("cudaEventRecord", 400)
-    with pytest.raises(caibridge.CUDAError,
-                       match=r"cudaEventRecord failed.*CUDA error 400"):
+    with pytest.raises(caibridge.CUDAError, match="CUDA error 400"):
         view.__dlpack__(stream=CONSUMER)
-    assert "cudaEventDestroy(ev1)" in cuda.log()
-    assert cuda.live_events() == 0
 
 
 def test_device_data_is_not_exported_to_the_cpu(cuda):
@@ -255,7 +304,7 @@ def test_sync_off_by_environment():
     """CAIBRIDGE_SYNC=0 at import turns ordering off for the whole process."""
     script = f"""
 import ctypes, caibridge
-from test_cuda_double import Double, DeviceArray, double_path
+from test_stream_order import Double, DeviceArray, double_path
 d = Double(double_path())
 d.pointer({DEVICE_PTR}, 2, 0)
 view = caibridge.as_dlpack(DeviceArray(stream={PRODUCER}))

@@ -1,0 +1,357 @@
+/*
+ * Private to caibridge._core: what its files share.  The module keeps all
+ * it owns in its state (cai_state), one per interpreter that imports it;
+ * nothing in these files is mutable at file level.  The map of the files:
+ *
+ *   module.c      init, module state, as_dlpack and to_dlpack
+ *   interface.c   reading __cuda_array_interface__ / __array_interface__
+ *   args.c        integers, devices, streams, max_version, keywords
+ *   streams.c     the consumer-stream rules and stream ordering
+ *   dlpackview.c  DLPackView (as_dlpack's result) and copies
+ *   caiview.c     CAIView and from_dlpack
+ *   capsule.c     capsules, deleters, releasing owners on any thread
+ *   exchange.c    both sides of the DLPack C exchange API
+ *   errors.c      cai_status to Python exceptions
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#ifndef CAIBRIDGE_MODULE_H
+#define CAIBRIDGE_MODULE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "caibridge.h"
+/* The core's private fast path: a tensor from an already checked layout. */
+#include "desc.h"
+
+#if PY_VERSION_HEX >= 0x030D0000
+#define cai_lookup_attr PyObject_GetOptionalAttr
+#define cai_is_finalizing Py_IsFinalizing
+#else
+#define cai_lookup_attr _PyObject_LookupAttr
+#define cai_is_finalizing _Py_IsFinalizing
+#endif
+
+/* Interned names: the dict entries read (first, in this order), then
+ * attribute and keyword names. */
+enum {
+    F_SHAPE, F_TYPESTR, F_VERSION, F_STRIDES, F_MASK, F_STREAM, F_DATA,
+    F_OFFSET, F_COUNT, /* the interface entries end here */
+    N_CAI = F_COUNT, N_AI, N_DLPACK, N_DLPACK_DEVICE, N_CUDA_STREAM,
+    N_EXCHANGE_API, N_EXCHANGE_API_OLD, N_DEVICE, N_SYNC,
+    N_ALLOW_READONLY_LEGACY, N_MAX_VERSION, N_DL_DEVICE, N_COPY, N_COUNT
+};
+
+#define KEY_SLOT_MASK 63
+
+/* The sub-interpreter a module instance lives in (capsule.c). */
+typedef struct cai_home cai_home;
+
+/* Everything the module owns, per interpreter. */
+typedef struct {
+    PyTypeObject *DLPackView_Type;
+    PyTypeObject *CAIView_Type;
+    PyObject *CUDAError;
+    PyObject *name[N_COUNT];
+    /* Each entry point's keyword names, in its order (borrowed from name). */
+    PyObject *kw_as_dlpack[3], *kw_to_dlpack[5], *kw_dlpack[4],
+        *kw_from_dlpack[1];
+    /* The keyword names from_dlpack passes to __dlpack__. */
+    PyObject *kw_stream_max_version, *kw_stream;
+    PyObject *max_version_ours; /* (1, 3) */
+    /* The interface keys' hashes, and the keys by address:
+     * key_slot[(address >> key_shift) & KEY_SLOT_MASK] is the entry a key
+     * pointer may be (F_COUNT: none).  Written at import only. */
+    Py_hash_t entry_hash[F_COUNT];
+    unsigned char key_slot[KEY_SLOT_MASK + 1];
+    unsigned key_shift;
+    /* CAIBRIDGE_SYNC=0 in the environment at import turns ordering off. */
+    int sync_enabled;
+    /* How many from_dlpack calls a foreign type's exchange API served
+     * (tests read it); updated atomically. */
+    unsigned long long foreign_table_imports;
+    /* NULL in the main interpreter; else where tensors made here release
+     * their owners. */
+    cai_home *home;
+#ifndef Py_GIL_DISABLED
+    /* Producers hand out the same typestr and callers the same device
+     * tuple call after call: the last ones read (exact, immutable) are
+     * remembered.  Guarded by the GIL, so only where there is one. */
+    PyObject *last_typestr;
+    DLDataType last_dtype;
+    PyObject *last_device_obj;
+    DLDevice last_device;
+#endif
+} cai_state;
+
+static inline cai_state *type_state(PyTypeObject *type)
+{
+    return (cai_state *)PyType_GetModuleState(type);
+}
+
+static inline int is_cuda_device(int32_t type)
+{
+    return type == kDLCUDA || type == kDLCUDAHost || type == kDLCUDAManaged;
+}
+
+/* errors.c */
+PyObject *raise_status(cai_state *st, const cai_error_t *err);
+PyObject *readonly_legacy_error(void);
+
+/* args.c */
+int parse_keywords(const char *fname, PyObject *const *kwvalues,
+                   PyObject *kwnames, PyObject *const names[],
+                   PyObject **values, int count);
+int check_positional(const char *fname, Py_ssize_t nargs,
+                     Py_ssize_t expected);
+int read_int64(PyObject *o, const char *field, Py_ssize_t index,
+               int64_t *out);
+Py_ssize_t read_int_tuple(PyObject *o, const char *field, int64_t *out);
+int read_device_tuple(cai_state *st, PyObject *o, const char *what,
+                      DLDevice *out);
+int read_stream(cai_state *st, PyObject *o, int *given, intptr_t *out);
+int wants_versioned(PyObject *o);
+int read_copy(PyObject *o);
+
+/* parse_keywords inlined for the usual call: every name one of ours by
+ * identity (the interpreter passes interned names); else the full parse. */
+static inline int match_keywords(const char *fname, PyObject *const *kwvalues,
+                                 PyObject *kwnames, PyObject *const names[],
+                                 PyObject **values, int count)
+{
+    Py_ssize_t i, n;
+
+    if (kwnames == NULL)
+        return 0;
+    n = PyTuple_GET_SIZE(kwnames);
+    for (i = 0; i < n; i++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, i);
+        int j;
+
+        for (j = 0; j < count && key != names[j]; j++)
+            ;
+        if (j == count)
+            return parse_keywords(fname, kwvalues, kwnames, names, values,
+                                  count);
+        values[j] = kwvalues[i];
+    }
+    return 0;
+}
+
+/* A (device_type, device_id) pair as __dlpack_device__ returns it; the
+ * tuple callers pass call after call is remembered. */
+static inline int read_device(cai_state *st, PyObject *o, const char *what,
+                              DLDevice *out)
+{
+#ifndef Py_GIL_DISABLED
+    if (o == st->last_device_obj) {
+        *out = st->last_device;
+        return 0;
+    }
+#endif
+    return read_device_tuple(st, o, what, out);
+}
+
+/* A keyword flag: bool or int (truth value), NULL meaning the default. */
+static inline int read_flag(PyObject *o, const char *name, int fallback)
+{
+    if (o == NULL)
+        return fallback;
+    if (o == Py_True)
+        return 1;
+    if (o == Py_False)
+        return 0;
+    if (!PyLong_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a bool, got %.100s", name,
+                     Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    return PyObject_IsTrue(o);
+}
+
+/* Reads an exact int of one or two digits without a call (nearly every
+ * size, stride and pointer); 0 when o needs the general path. */
+static inline int small_int(PyObject *o, int64_t *out)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    if (PyLong_CheckExact(o) && PyUnstable_Long_IsCompact((PyLongObject *)o)) {
+        *out = (int64_t)PyUnstable_Long_CompactValue((PyLongObject *)o);
+        return 1;
+    }
+#else
+    if (PyLong_CheckExact(o)) {
+        const digit *d = ((PyLongObject *)o)->ob_digit;
+        Py_ssize_t size = Py_SIZE(o);
+
+        if (size == 1 || size == 0) {
+            *out = size == 0 ? 0 : (int64_t)d[0];
+            return 1;
+        }
+        if (size == -1) {
+            *out = -(int64_t)d[0];
+            return 1;
+        }
+#if PyLong_SHIFT * 2 < 63
+        if (size == 2) {
+            *out = (int64_t)d[0] | ((int64_t)d[1] << PyLong_SHIFT);
+            return 1;
+        }
+#endif
+    }
+#endif
+    return 0;
+}
+
+/* interface.c */
+void index_entry_keys(cai_state *st);
+int describe(cai_state *st, PyObject *obj, PyObject *device, int validate,
+             cai_desc_t *d, PyObject **keep);
+
+/* streams.c */
+int check_stream(cai_state *st, const cai_desc_t *d, PyObject *arg,
+                 intptr_t *consumer);
+int order_streams(cai_state *st, const cai_desc_t *d, intptr_t consumer,
+                  int sync);
+PyObject *reported_stream(int given, intptr_t s);
+
+/* capsule.c */
+extern const char CAPSULE_LEGACY[], CAPSULE_VERSIONED[];
+void release_pyobject(void *owner);
+cai_home *home_new(PyObject *module);
+void home_release(cai_home *home);
+int owner_away(cai_home *home, PyObject *obj, void **owner,
+               cai_release_fn *release);
+void delete_tensor(void *tensor, int versioned);
+void legacy_capsule_destructor(PyObject *capsule);
+void versioned_capsule_destructor(PyObject *capsule);
+PyObject *desc_to_capsule(cai_state *st, const cai_desc_t *desc,
+                          int versioned, unsigned options, void *owner,
+                          cai_release_fn release);
+PyObject *tensor_from_capsule(cai_state *st, PyObject *capsule,
+                              PyObject *stream);
+
+/* Wraps a tensor from cai_tensor_new in a capsule, or deletes it. */
+static inline PyObject *tensor_capsule(void *tensor, int versioned)
+{
+    PyObject *capsule;
+
+    if (versioned) {
+        DLManagedTensorVersioned *t = tensor;
+
+        capsule = PyCapsule_New(t, CAPSULE_VERSIONED,
+                                versioned_capsule_destructor);
+        if (capsule == NULL)
+            t->deleter(t);
+    } else {
+        DLManagedTensor *t = tensor;
+
+        capsule = PyCapsule_New(t, CAPSULE_LEGACY, legacy_capsule_destructor);
+        if (capsule == NULL)
+            t->deleter(t);
+    }
+    /* The context is the capsule maker's: it names the tensor for our
+     * destructor, which then needs no name compare to read it. */
+    if (capsule != NULL)
+        (void)PyCapsule_SetContext(capsule, tensor);
+    return capsule;
+}
+
+/* dlpackview.c */
+
+/*
+ * The descriptor lives in the object, compact: dims holds shape, byte
+ * strides and element strides, ndim entries each.  The element strides are
+ * what the exchange API lends to consumers without an allocation.
+ */
+typedef struct {
+    PyObject_VAR_HEAD
+    PyObject *obj;  /* the producer, kept alive */
+    PyObject *keep; /* the buffer export when data came that way, or NULL */
+    PyObject *weakrefs;
+    void *data;
+    DLDataType dtype;
+    DLDevice device;
+    int ndim;
+    int readonly;
+    int version;
+    int has_strides;
+    int has_stream;
+    int sync;
+    int readonly_legacy_ok;
+    intptr_t stream;
+    cai_state *st;  /* the module's state (the type keeps the module) */
+    cai_home *home; /* the module's (NULL in the main interpreter) */
+    int64_t dims[];
+} DLPackViewObject;
+
+#define VIEW_SHAPE(v) ((v)->dims)
+/* Byte strides: set only when has_strides. */
+#define VIEW_STRIDES(v) ((v)->dims + (v)->ndim)
+#define VIEW_ELEMENT_STRIDES(v) ((v)->dims + 2 * (v)->ndim)
+
+extern PyType_Spec dlpackview_spec;
+int contiguous_nbytes(int ndim, const int64_t *shape, int64_t itemsize,
+                      int64_t *nbytes);
+void contiguous_desc(cai_desc_t *c, void *data, int ndim,
+                     const int64_t *shape, DLDataType dtype, DLDevice device);
+void view_dealloc(PyObject *self);
+PyObject *view_new(cai_state *st, PyObject *obj, const cai_desc_t *d,
+                   PyObject *keep, int sync, int readonly_legacy_ok);
+void view_to_header(const DLPackViewObject *v, cai_desc_t *d);
+
+/* Our views in any interpreter: the types are per module, their
+ * deallocator is one function. */
+static inline int is_view(PyObject *o)
+{
+    return Py_TYPE(o)->tp_dealloc == view_dealloc;
+}
+
+/*
+ * A tensor viewing v's data, holding a reference to v (taken here).  The
+ * view was checked when made and keeps its element strides, so the core
+ * builds the tensor without checking it again.
+ */
+static inline int view_tensor(DLPackViewObject *v, int versioned,
+                              unsigned options, void **out, cai_error_t *err)
+{
+    cai_release_fn release = release_pyobject;
+    void *owner = v;
+    DLTensor t;
+
+    t.data = v->data;
+    t.device = v->device;
+    t.ndim = v->ndim;
+    t.dtype = v->dtype;
+    t.shape = VIEW_SHAPE(v);
+    t.strides = VIEW_ELEMENT_STRIDES(v);
+    t.byte_offset = 0;
+    Py_INCREF(v);
+    if (v->home != NULL &&
+        owner_away(v->home, (PyObject *)v, &owner, &release) != 0) {
+        err->status = CAI_ENOMEM;
+        err->field[0] = '\0';
+        snprintf(err->message, sizeof err->message,
+                 "no memory for the tensor's owner");
+        return -1;
+    }
+    return cai_tensor_new(&t, v->readonly, versioned, options, owner,
+                          release, out, err);
+}
+
+/* caiview.c */
+extern PyType_Spec caiview_spec;
+extern const char from_dlpack_doc[];
+PyObject *caiview_new(cai_state *st, void *tensor, int versioned,
+                      PyObject *stream);
+PyObject *from_dlpack(PyObject *module, PyObject *const *args,
+                      Py_ssize_t nargs, PyObject *kwnames);
+
+/* exchange.c */
+int exchange_publish(cai_state *st, PyTypeObject *view_type);
+int from_foreign_table(cai_state *st, PyObject *x, int given,
+                       PyObject **result);
+
+#endif

@@ -1,0 +1,388 @@
+/*
+ * CAIView, what from_dlpack returns: owns a DLPack tensor and describes it
+ * as __cuda_array_interface__ (CUDA memory) or __array_interface__ (host
+ * memory); and from_dlpack itself, which takes the tensor from a capsule,
+ * one of our views, a foreign exchange API table or a producer's
+ * __dlpack__.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include "caibridge_module.h"
+
+#if PY_VERSION_HEX < 0x030C0000
+#include <structmember.h>
+#define Py_T_PYSSIZET T_PYSSIZET
+#define Py_READONLY READONLY
+#endif
+
+typedef struct {
+    PyObject_HEAD
+    void *tensor; /* DLManagedTensorVersioned * or DLManagedTensor * */
+    int versioned;
+    DLDevice device;
+    PyObject *stream; /* CAI 'stream': an int, or None */
+    PyObject *iface;  /* the interface dict, built at first use */
+    PyObject *weakrefs;
+} CAIViewObject;
+
+static int tensor_desc(const CAIViewObject *v, cai_desc_t *d, cai_error_t *err)
+{
+    return v->versioned ? cai_desc_from_dlpack_versioned(v->tensor, d, err)
+                        : cai_desc_from_dlpack(v->tensor, d, err);
+}
+
+/*
+ * Takes ownership of a tensor: on success the view calls its deleter once
+ * when it dies; on failure the deleter is called before this returns.
+ * stream is the CAI stream to report (borrowed; None for none).
+ */
+PyObject *caiview_new(cai_state *st, void *tensor, int versioned,
+                      PyObject *stream)
+{
+    CAIViewObject *v;
+    cai_desc_t d;
+    cai_error_t err;
+    int rc;
+
+    rc = versioned ? cai_desc_from_dlpack_versioned(tensor, &d, &err)
+                   : cai_desc_from_dlpack(tensor, &d, &err);
+    if (rc != 0) {
+        delete_tensor(tensor, versioned);
+        return raise_status(st, &err);
+    }
+    if (d.device.device_type != kDLCPU &&
+        !is_cuda_device(d.device.device_type)) {
+        delete_tensor(tensor, versioned);
+        PyErr_Format(PyExc_BufferError,
+                     "device: the tensor lives on DLPack device type %d; "
+                     "only kDLCPU (1), kDLCUDA (2), kDLCUDAHost (3) and "
+                     "kDLCUDAManaged (13) are described by an array interface",
+                     (int)d.device.device_type);
+        return NULL;
+    }
+    v = PyObject_New(CAIViewObject, st->CAIView_Type);
+    if (v == NULL) {
+        delete_tensor(tensor, versioned);
+        return NULL;
+    }
+    v->tensor = tensor;
+    v->versioned = versioned;
+    v->device = d.device;
+    v->stream = Py_NewRef(d.device.device_type == kDLCPU ? Py_None : stream);
+    v->iface = NULL;
+    v->weakrefs = NULL;
+    return (PyObject *)v;
+}
+
+static void caiview_dealloc(PyObject *self)
+{
+    CAIViewObject *v = (CAIViewObject *)self;
+    PyTypeObject *type = Py_TYPE(self);
+
+    if (v->weakrefs != NULL)
+        PyObject_ClearWeakRefs(self);
+    Py_CLEAR(v->iface);
+    Py_CLEAR(v->stream);
+    delete_tensor(v->tensor, v->versioned);
+    type->tp_free(self);
+    Py_DECREF(type);
+}
+
+static PyObject *int64_tuple(int n, const int64_t *values)
+{
+    PyObject *t = PyTuple_New(n);
+    int i;
+
+    if (t == NULL)
+        return NULL;
+    for (i = 0; i < n; i++) {
+        PyObject *x = PyLong_FromLongLong(values[i]);
+
+        if (x == NULL) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, i, x);
+    }
+    return t;
+}
+
+/* The interface dict, built once: version 3, strides None exactly when the
+ * layout is C-contiguous, and for CUDA memory the stream. */
+static PyObject *caiview_interface(CAIViewObject *v)
+{
+    cai_state *st = type_state(Py_TYPE(v));
+    char typestr[CAI_TYPESTR_MAX];
+    cai_desc_t d;
+    cai_error_t err;
+    PyObject *dict, *x;
+
+    if (v->iface != NULL)
+        return Py_NewRef(v->iface);
+    if (tensor_desc(v, &d, &err) != 0 ||
+        cai_typestr_format(d.dtype, typestr, &err) != 0)
+        return raise_status(st, &err);
+    if ((dict = PyDict_New()) == NULL)
+        return NULL;
+#define PUT(key, expr)                                                       \
+    do {                                                                     \
+        if ((x = (expr)) == NULL ||                                          \
+            PyDict_SetItem(dict, st->name[key], x) != 0) {                   \
+            Py_XDECREF(x);                                                   \
+            Py_DECREF(dict);                                                 \
+            return NULL;                                                     \
+        }                                                                    \
+        Py_DECREF(x);                                                        \
+    } while (0)
+    PUT(F_SHAPE, int64_tuple(d.ndim, d.shape));
+    PUT(F_TYPESTR, PyUnicode_FromString(typestr));
+    PUT(F_DATA, Py_BuildValue("(NO)", PyLong_FromVoidPtr(d.data),
+                              d.readonly ? Py_True : Py_False));
+    PUT(F_STRIDES, d.has_strides ? int64_tuple(d.ndim, d.strides)
+                                 : Py_NewRef(Py_None));
+    PUT(F_VERSION, PyLong_FromLong(3));
+    if (is_cuda_device(d.device.device_type))
+        PUT(F_STREAM, Py_NewRef(v->stream));
+#undef PUT
+    v->iface = dict;
+    return Py_NewRef(dict);
+}
+
+static PyObject *caiview_get_cai(PyObject *self, void *unused)
+{
+    CAIViewObject *v = (CAIViewObject *)self;
+
+    if (!is_cuda_device(v->device.device_type)) {
+        PyErr_SetString(PyExc_AttributeError,
+                        "__cuda_array_interface__: the data is host memory "
+                        "(kDLCPU); use __array_interface__");
+        return NULL;
+    }
+    return caiview_interface(v);
+}
+
+static PyObject *caiview_get_ai(PyObject *self, void *unused)
+{
+    CAIViewObject *v = (CAIViewObject *)self;
+
+    if (v->device.device_type != kDLCPU) {
+        PyErr_Format(PyExc_AttributeError,
+                     "__array_interface__: the data is CUDA memory (device "
+                     "type %d); use __cuda_array_interface__",
+                     (int)v->device.device_type);
+        return NULL;
+    }
+    return caiview_interface(v);
+}
+
+static PyObject *caiview_dlpack_device(PyObject *self, PyObject *unused)
+{
+    CAIViewObject *v = (CAIViewObject *)self;
+
+    return Py_BuildValue("(ii)", (int)v->device.device_type,
+                         (int)v->device.device_id);
+}
+
+static PyObject *caiview_repr(PyObject *self)
+{
+    CAIViewObject *v = (CAIViewObject *)self;
+
+    return PyUnicode_FromFormat("<caibridge.CAIView device=(%d, %d) %s>",
+                                (int)v->device.device_type,
+                                (int)v->device.device_id,
+                                v->versioned ? "versioned" : "legacy");
+}
+
+static PyGetSetDef caiview_getset[] = {
+    {"__cuda_array_interface__", caiview_get_cai, NULL,
+     "CAI version 3 for CUDA memory (kDLCUDA, kDLCUDAHost, kDLCUDAManaged).",
+     NULL},
+    {"__array_interface__", caiview_get_ai, NULL,
+     "NumPy's array interface (version 3) for host memory.", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyMethodDef caiview_methods[] = {
+    {"__dlpack_device__", caiview_dlpack_device, METH_NOARGS,
+     "__dlpack_device__()\n--\n\nThe (device_type, device_id) of the data."},
+    {NULL, NULL, 0, NULL}};
+
+static PyMemberDef caiview_members[] = {
+    {"__weaklistoffset__", Py_T_PYSSIZET, offsetof(CAIViewObject, weakrefs),
+     Py_READONLY, NULL},
+    {NULL, 0, 0, 0, NULL}};
+
+PyDoc_STRVAR(caiview_doc,
+"Owns a DLPack tensor and describes it as __cuda_array_interface__ (CUDA\n"
+"memory) or __array_interface__ (host memory); made by\n"
+"caibridge.from_dlpack().  The tensor's deleter runs once, when this dies.");
+
+static PyType_Slot caiview_slots[] = {
+    {Py_tp_dealloc, caiview_dealloc},
+    {Py_tp_repr, caiview_repr},
+    {Py_tp_doc, (void *)(uintptr_t)caiview_doc},
+    {Py_tp_methods, caiview_methods},
+    {Py_tp_getset, caiview_getset},
+    {Py_tp_members, caiview_members},
+    {0, NULL}};
+
+PyType_Spec caiview_spec = {
+    "caibridge.CAIView",
+    sizeof(CAIViewObject),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE |
+        Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    caiview_slots};
+
+/* ------------------------------------------------------------------ */
+/* from_dlpack                                                         */
+
+const char from_dlpack_doc[] =
+"from_dlpack(x, *, stream=None)\n"
+"--\n\n"
+"Take a DLPack tensor from a producer (an object with __dlpack__) or a\n"
+"capsule, and return a CAIView that owns it: __cuda_array_interface__ for\n"
+"CUDA memory, __array_interface__ for host memory.  stream is the stream\n"
+"the data will be used on (None: legacy default; an int; or an object with\n"
+"__cuda_stream__); it is passed to the producer for CUDA data and reported\n"
+"as the CAI 'stream'.  A producer whose type publishes the DLPack C\n"
+"exchange API is read through it when stream is None or -1.";
+
+/* Our own producer: straight to the tensor, ordered as __dlpack__. */
+static PyObject *from_view(cai_state *st, DLPackViewObject *v,
+                           PyObject *stream, int given, intptr_t s)
+{
+    cai_desc_t d;
+    intptr_t consumer;
+    DLManagedTensorVersioned *t;
+    cai_error_t err;
+    void *tensor;
+    PyObject *stream_obj, *result;
+
+    view_to_header(v, &d);
+    if (check_stream(st, &d, stream, &consumer) != 0 ||
+        order_streams(st, &d, consumer, v->sync) != 0)
+        return NULL;
+    if (view_tensor(v, 1, 0, &tensor, &err) != 0)
+        return raise_status(st, &err);
+    t = tensor;
+    if ((stream_obj = reported_stream(given, s)) == NULL) {
+        t->deleter(t);
+        return NULL;
+    }
+    result = caiview_new(st, t, 1, stream_obj);
+    Py_DECREF(stream_obj);
+    return result;
+}
+
+/* Calls x.__dlpack__(stream=..., max_version=(1, 3)), or without
+ * max_version for a pre-1.0 producer that refuses it. */
+static PyObject *call_dlpack(cai_state *st, PyObject *method,
+                             PyObject *stream_arg)
+{
+    PyObject *call_args[2] = {stream_arg, st->max_version_ours};
+    PyObject *capsule;
+
+    capsule = PyObject_Vectorcall(method, call_args, 0,
+                                  st->kw_stream_max_version);
+    if (capsule == NULL && PyErr_ExceptionMatches(PyExc_TypeError)) {
+        PyErr_Clear();
+        capsule = PyObject_Vectorcall(method, call_args, 0, st->kw_stream);
+    }
+    return capsule;
+}
+
+/* The Python protocol: __dlpack_device__, then __dlpack__. */
+static PyObject *from_producer(cai_state *st, PyObject *x, int given,
+                               intptr_t s)
+{
+    PyObject *device, *method, *stream_obj, *stream_arg, *capsule, *result;
+    DLDevice dev;
+
+    if (cai_lookup_attr(x, st->name[N_DLPACK], &method) < 0)
+        return NULL;
+    if (method == NULL) {
+        PyErr_Format(PyExc_TypeError,
+                     "from_dlpack() takes a DLPack producer (with __dlpack__) "
+                     "or a DLPack capsule, got %.100s", Py_TYPE(x)->tp_name);
+        return NULL;
+    }
+    device = PyObject_CallMethodNoArgs(x, st->name[N_DLPACK_DEVICE]);
+    if (device == NULL ||
+        read_device(st, device, "__dlpack_device__()", &dev) != 0) {
+        Py_XDECREF(device);
+        Py_DECREF(method);
+        return NULL;
+    }
+    Py_DECREF(device);
+    if (is_cuda_device(dev.device_type)) {
+        if ((stream_obj = reported_stream(given, s)) == NULL) {
+            Py_DECREF(method);
+            return NULL;
+        }
+        stream_arg = PyLong_FromSsize_t(given ? (Py_ssize_t)s
+                                              : CAI_STREAM_LEGACY);
+        if (stream_arg == NULL) {
+            Py_DECREF(stream_obj);
+            Py_DECREF(method);
+            return NULL;
+        }
+    } else {
+        stream_obj = Py_NewRef(Py_None);
+        stream_arg = Py_NewRef(Py_None);
+    }
+    capsule = call_dlpack(st, method, stream_arg);
+    Py_DECREF(stream_arg);
+    Py_DECREF(method);
+    if (capsule == NULL) {
+        Py_DECREF(stream_obj);
+        return NULL;
+    }
+    if (!PyCapsule_CheckExact(capsule)) {
+        PyErr_Format(PyExc_TypeError,
+                     "%.100s.__dlpack__() returned %.100s, not a capsule",
+                     Py_TYPE(x)->tp_name, Py_TYPE(capsule)->tp_name);
+        result = NULL;
+    } else {
+        result = tensor_from_capsule(st, capsule, stream_obj);
+    }
+    Py_DECREF(capsule);
+    Py_DECREF(stream_obj);
+    return result;
+}
+
+PyObject *from_dlpack(PyObject *module, PyObject *const *args,
+                      Py_ssize_t nargs, PyObject *kwnames)
+{
+    cai_state *st = PyModule_GetState(module);
+    PyObject *values[1] = {NULL}, *x, *stream_obj, *result;
+    intptr_t s;
+    int given;
+
+    if (check_positional("from_dlpack", nargs, 1) != 0 ||
+        parse_keywords("from_dlpack", args + nargs, kwnames,
+                       st->kw_from_dlpack, values, 1) != 0)
+        return NULL;
+    x = args[0];
+    if (read_stream(st, values[0], &given, &s) != 0)
+        return NULL;
+    if (given && s == 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "stream = 0 is disallowed by the DLPack and CAI specs "
+                        "(ambiguous); use 1, 2, a stream handle, or -1");
+        return NULL;
+    }
+    if (PyCapsule_CheckExact(x)) {
+        if ((stream_obj = given ? reported_stream(1, s) : Py_NewRef(Py_None))
+            == NULL)
+            return NULL;
+        result = tensor_from_capsule(st, x, stream_obj);
+        Py_DECREF(stream_obj);
+        return result;
+    }
+    if (is_view(x))
+        return from_view(st, (DLPackViewObject *)x, values[0], given, s);
+    if ((!given || s == CAI_STREAM_NO_SYNC) &&
+        from_foreign_table(st, x, given, &result))
+        return result;
+    return from_producer(st, x, given, s);
+}

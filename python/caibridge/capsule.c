@@ -1,0 +1,361 @@
+/*
+ * Capsules and the release of what tensors own.  A tensor's deleter may run
+ * on any thread, with or without the GIL, in any interpreter, or after
+ * shutdown has begun; capsule destructors run with no module at hand.  So
+ * nothing here reads module state: a capsule finds its tensor in its own
+ * context, a tensor its owner (and the interpreter that made it) in its own
+ * block.  The rule: an owner is released in the interpreter that made it.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include "caibridge_module.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#if PY_VERSION_HEX < 0x030D0000
+#include <pythread.h>
+#endif
+
+const char CAPSULE_LEGACY[] = "dltensor";
+const char CAPSULE_VERSIONED[] = "dltensor_versioned";
+static const char CAPSULE_LEGACY_USED[] = "used_dltensor";
+static const char CAPSULE_VERSIONED_USED[] = "used_dltensor_versioned";
+
+/* This thread's attached thread state (it holds that interpreter's GIL),
+ * or NULL. */
+static inline PyThreadState *attached_here(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return PyThreadState_GetUnchecked();
+#else
+    /* Before 3.12 this is the GIL holder's thread state, whichever thread
+     * that is; its thread says whether it is ours.  GILState's record
+     * would not do: it knows only the main interpreter, so a thread inside
+     * a sub-interpreter would wait for the GIL it holds. */
+    PyThreadState *t = _PyThreadState_UncheckedGet();
+
+    return t != NULL && t->thread_id == PyThread_get_thread_ident() ? t
+                                                                     : NULL;
+#endif
+}
+
+/*
+ * Drops obj, which belongs to interp, from a thread attached to another
+ * interpreter (here) or to none (NULL): a thread state of interp is made
+ * for the drop, the way the C API switches interpreters.
+ */
+static void release_in(PyInterpreterState *interp, PyObject *obj,
+                       PyThreadState *here)
+{
+    PyThreadState *ts = PyThreadState_New(interp);
+
+    if (ts == NULL)
+        return; /* no memory for a thread state: leaked */
+    if (here != NULL)
+        (void)PyEval_SaveThread();
+    PyEval_RestoreThread(ts);
+    Py_DECREF(obj);
+    PyThreadState_Clear(ts);
+    PyThreadState_DeleteCurrent();
+    if (here != NULL)
+        PyEval_RestoreThread(here);
+}
+
+/*
+ * Drops the reference a tensor held on its Python owner, made in the main
+ * interpreter.  A deleter may run on any thread, in any interpreter, and
+ * after shutdown has begun; then the reference is deliberately leaked, as
+ * touching the runtime would crash.
+ */
+void release_pyobject(void *owner)
+{
+    PyThreadState *here;
+    PyGILState_STATE gil;
+
+    if (!Py_IsInitialized() || cai_is_finalizing())
+        return;
+    here = attached_here();
+    /* Most deleters run where the GIL is already held (a capsule or view
+     * dying): then Ensure/Release, a third of a hand-over, is not needed. */
+    if (here != NULL && here->interp == PyInterpreterState_Main()) {
+        Py_DECREF((PyObject *)owner);
+        return;
+    }
+    if (here != NULL) {
+        release_in(PyInterpreterState_Main(), owner, here);
+        return;
+    }
+    gil = PyGILState_Ensure();
+    Py_DECREF((PyObject *)owner);
+    PyGILState_Release(gil);
+}
+
+/* ------------------------------------------------------------------ */
+/* Owners made in a sub-interpreter                                    */
+
+/*
+ * A tensor made in a sub-interpreter releases its owner there, whichever
+ * thread and interpreter its deleter runs in.  The interpreter is known
+ * through a home, shared by the module instance and every such owner;
+ * it is closed when the interpreter's atexit callbacks run, and an owner
+ * released after that is leaked, as after shutdown.
+ */
+struct cai_home {
+    PyInterpreterState *interp;
+    int open;  /* atomic */
+    long refs; /* atomic */
+};
+
+typedef struct {
+    PyObject *obj;
+    cai_home *home;
+} away_owner;
+
+void home_release(cai_home *home)
+{
+    if (home != NULL && __atomic_sub_fetch(&home->refs, 1, __ATOMIC_ACQ_REL)
+                            == 0)
+        free(home);
+}
+
+static const char HOME_CAPSULE[] = "caibridge._core.home";
+
+static void home_capsule_destructor(PyObject *capsule)
+{
+    home_release(PyCapsule_GetPointer(capsule, HOME_CAPSULE));
+}
+
+/* Registered with atexit in the home's interpreter. */
+static PyObject *home_close(PyObject *capsule, PyObject *unused)
+{
+    cai_home *home = PyCapsule_GetPointer(capsule, HOME_CAPSULE);
+
+    if (home == NULL)
+        return NULL;
+    __atomic_store_n(&home->open, 0, __ATOMIC_RELEASE);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef home_close_def = {
+    "_close_home", home_close, METH_NOARGS,
+    "Marks this interpreter gone for caibridge's tensor owners."};
+
+/* The home of the calling interpreter, for the module's state; closed by
+ * an atexit callback.  NULL with an exception on failure. */
+cai_home *home_new(PyObject *module)
+{
+    cai_home *home = malloc(sizeof *home);
+    PyObject *capsule, *closer, *atexit, *rc;
+
+    if (home == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    home->interp = PyInterpreterState_Get();
+    home->open = 1;
+    home->refs = 2; /* the state's and the capsule's */
+    capsule = PyCapsule_New(home, HOME_CAPSULE, home_capsule_destructor);
+    if (capsule == NULL) {
+        free(home);
+        return NULL;
+    }
+    closer = PyCFunction_NewEx(&home_close_def, capsule, NULL);
+    Py_DECREF(capsule);
+    if (closer == NULL)
+        goto fail;
+    atexit = PyImport_ImportModule("atexit");
+    rc = atexit == NULL ? NULL
+                        : PyObject_CallMethod(atexit, "register", "O", closer);
+    Py_XDECREF(atexit);
+    Py_DECREF(closer);
+    if (rc == NULL)
+        goto fail;
+    Py_DECREF(rc);
+    return home;
+
+fail:
+    home_release(home);
+    return NULL;
+}
+
+static void release_away_owner(void *p)
+{
+    away_owner *a = p;
+    PyThreadState *here;
+
+    if (Py_IsInitialized() && !cai_is_finalizing() &&
+        __atomic_load_n(&a->home->open, __ATOMIC_ACQUIRE)) {
+        here = attached_here();
+        if (here != NULL && here->interp == a->home->interp)
+            Py_DECREF(a->obj);
+        else
+            release_in(a->home->interp, a->obj, here);
+    }
+    home_release(a->home);
+    free(a);
+}
+
+/* The owner for a tensor holding obj (whose reference is consumed) made in
+ * home's interpreter.  -1 (obj dropped, no exception) without memory. */
+int owner_away(cai_home *home, PyObject *obj, void **owner,
+               cai_release_fn *release)
+{
+    away_owner *a = malloc(sizeof *a);
+
+    if (a == NULL) {
+        Py_DECREF(obj);
+        return -1;
+    }
+    a->obj = obj;
+    a->home = home;
+    __atomic_add_fetch(&home->refs, 1, __ATOMIC_RELAXED);
+    *owner = a;
+    *release = release_away_owner;
+    return 0;
+}
+
+/* Runs a tensor's own deleter, whoever made it. */
+void delete_tensor(void *tensor, int versioned)
+{
+    if (versioned) {
+        DLManagedTensorVersioned *t = tensor;
+
+        if (t->deleter != NULL)
+            t->deleter(t);
+    } else {
+        DLManagedTensor *t = tensor;
+
+        if (t->deleter != NULL)
+            t->deleter(t);
+    }
+}
+
+/*
+ * Capsule destructors delete the tensor only while the capsule is unused: a
+ * consumer that took the tensor renamed the capsule.  Our own name pointer
+ * is compared first, sparing a strcmp on the usual path, and the tensor is
+ * read from the context (set at creation), sparing GetPointer's.  A capsule
+ * dies with the GIL held, so a tensor owning a Python object drops it here
+ * instead of going through release_pyobject's thread-state checks.  The
+ * pending exception is saved only when there is one.
+ */
+static inline void delete_capsule_tensor(void *tensor, int versioned)
+{
+    cai_release_fn release;
+    void *owner;
+
+    if (cai_tensor_detach(tensor, versioned, &release, &owner) != 0) {
+        delete_tensor(tensor, versioned);
+    } else if (release == release_pyobject) {
+        if (!cai_is_finalizing()) /* as release_pyobject */
+            Py_DECREF((PyObject *)owner);
+    } else if (release != NULL) {
+        release(owner);
+    }
+}
+
+#if defined(__GNUC__)
+__attribute__((always_inline)) /* one copy per capsule kind, no extra call */
+#endif
+static inline void capsule_destructor(PyObject *capsule, const char *ours,
+                                      int versioned)
+{
+    const char *name = PyCapsule_GetName(capsule);
+    void *tensor;
+
+    if (name != ours && (name == NULL || strcmp(name, ours) != 0))
+        return;
+    tensor = PyCapsule_GetContext(capsule);
+    if (tensor == NULL) /* made elsewhere, e.g. by desc_to_capsule */
+        tensor = PyCapsule_GetPointer(capsule, name);
+    if (tensor == NULL)
+        return;
+    if (!PyErr_Occurred()) {
+        delete_capsule_tensor(tensor, versioned);
+    } else {
+        PyObject *type, *value, *tb;
+
+        PyErr_Fetch(&type, &value, &tb);
+        delete_capsule_tensor(tensor, versioned);
+        PyErr_Restore(type, value, tb);
+    }
+}
+
+void legacy_capsule_destructor(PyObject *capsule)
+{
+    capsule_destructor(capsule, CAPSULE_LEGACY, 0);
+}
+
+void versioned_capsule_destructor(PyObject *capsule)
+{
+    capsule_destructor(capsule, CAPSULE_VERSIONED, 1);
+}
+
+/* Builds a tensor for desc and wraps it in a capsule.  The owner is
+ * consumed: released by the tensor's deleter, or at once on failure. */
+PyObject *desc_to_capsule(cai_state *st, const cai_desc_t *desc,
+                          int versioned, unsigned options, void *owner,
+                          cai_release_fn release)
+{
+    cai_error_t err;
+    PyObject *capsule;
+
+    if (versioned) {
+        DLManagedTensorVersioned *t;
+
+        if (cai_desc_to_dlpack_versioned(desc, options, owner, release, &t,
+                                         &err) != 0)
+            return raise_status(st, &err);
+        capsule = PyCapsule_New(t, CAPSULE_VERSIONED,
+                                versioned_capsule_destructor);
+        if (capsule == NULL)
+            t->deleter(t);
+    } else {
+        DLManagedTensor *t;
+
+        if (cai_desc_to_dlpack(desc, options, owner, release, &t, &err) != 0)
+            return raise_status(st, &err);
+        capsule = PyCapsule_New(t, CAPSULE_LEGACY, legacy_capsule_destructor);
+        if (capsule == NULL)
+            t->deleter(t);
+    }
+    return capsule;
+}
+
+/* Takes the tensor out of a DLPack capsule, marking the capsule used, into
+ * a CAIView reporting stream. */
+PyObject *tensor_from_capsule(cai_state *st, PyObject *capsule,
+                              PyObject *stream)
+{
+    const char *name = PyCapsule_GetName(capsule);
+    void *tensor;
+    int versioned;
+
+    if (name == NULL && PyErr_Occurred())
+        return NULL;
+    if (name != NULL && strcmp(name, CAPSULE_VERSIONED) == 0)
+        versioned = 1;
+    else if (name != NULL && strcmp(name, CAPSULE_LEGACY) == 0)
+        versioned = 0;
+    else if (name != NULL && (strcmp(name, CAPSULE_VERSIONED_USED) == 0 ||
+                              strcmp(name, CAPSULE_LEGACY_USED) == 0)) {
+        PyErr_Format(PyExc_ValueError,
+                     "the capsule is named '%s': its tensor was already "
+                     "taken by a consumer", name);
+        return NULL;
+    } else {
+        PyErr_Format(PyExc_TypeError,
+                     "a capsule named '%s' is not a DLPack tensor",
+                     name == NULL ? "(null)" : name);
+        return NULL;
+    }
+    tensor = PyCapsule_GetPointer(capsule, name);
+    if (tensor == NULL)
+        return NULL;
+    /* Renamed first: from here on only we may call the deleter. */
+    if (PyCapsule_SetName(capsule, versioned ? CAPSULE_VERSIONED_USED
+                                             : CAPSULE_LEGACY_USED) != 0)
+        return NULL;
+    return caiview_new(st, tensor, versioned, stream);
+}

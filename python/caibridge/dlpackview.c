@@ -1,0 +1,416 @@
+/*
+ * DLPackView, what as_dlpack returns: a checked descriptor kept in the
+ * object, handing out one independent capsule per __dlpack__ request (or a
+ * C-contiguous host copy when asked).  Its type also publishes the DLPack C
+ * exchange API (exchange.c).
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include "caibridge_module.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#if PY_VERSION_HEX < 0x030C0000
+#include <structmember.h>
+#define Py_T_PYSSIZET T_PYSSIZET
+#define Py_READONLY READONLY
+#endif
+
+/* The fields of a descriptor that stream ordering reads; no extents. */
+void view_to_header(const DLPackViewObject *v, cai_desc_t *d)
+{
+    d->data = v->data;
+    d->readonly = v->readonly;
+    d->ndim = v->ndim;
+    d->version = v->version;
+    d->has_strides = v->has_strides;
+    d->has_mask = 0;
+    d->has_stream = v->has_stream;
+    d->stream = v->stream;
+    d->dtype = v->dtype;
+    d->device = v->device;
+}
+
+static void view_to_desc(const DLPackViewObject *v, cai_desc_t *d)
+{
+    view_to_header(v, d);
+    memcpy(d->shape, VIEW_SHAPE(v), (size_t)v->ndim * sizeof(int64_t));
+    if (v->has_strides)
+        memcpy(d->strides, VIEW_STRIDES(v), (size_t)v->ndim * sizeof(int64_t));
+}
+
+/* A view of a validated descriptor; takes keep (may be NULL). */
+PyObject *view_new(cai_state *st, PyObject *obj, const cai_desc_t *d,
+                   PyObject *keep, int sync, int readonly_legacy_ok)
+{
+    DLPackViewObject *v;
+    int64_t *elem;
+    cai_error_t err;
+    int i;
+
+    v = PyObject_GC_NewVar(DLPackViewObject, st->DLPackView_Type,
+                           3 * d->ndim);
+    if (v == NULL) {
+        Py_XDECREF(keep);
+        return NULL;
+    }
+    v->obj = Py_NewRef(obj);
+    v->keep = keep;
+    v->weakrefs = NULL;
+    v->data = d->data;
+    v->dtype = d->dtype;
+    v->device = d->device;
+    v->ndim = d->ndim;
+    v->readonly = d->readonly;
+    v->version = d->version;
+    v->has_strides = d->has_strides;
+    v->has_stream = d->has_stream;
+    v->stream = d->stream;
+    v->sync = sync;
+    v->readonly_legacy_ok = readonly_legacy_ok;
+    v->st = st;
+    v->home = st->home;
+    /* Loops, not memcpy: a call costs more than a few extents. */
+    for (i = 0; i < d->ndim; i++)
+        VIEW_SHAPE(v)[i] = d->shape[i];
+    elem = VIEW_ELEMENT_STRIDES(v);
+    if (d->has_strides) {
+        for (i = 0; i < d->ndim; i++)
+            VIEW_STRIDES(v)[i] = d->strides[i];
+        if (cai_strides_bytes_to_elements(d->ndim, d->shape, d->strides,
+                                          cai_dtype_itemsize(d->dtype), elem,
+                                          &err) != 0) {
+            Py_DECREF(v);
+            return raise_status(st, &err);
+        }
+    } else {
+        int64_t step = 1;
+
+        /* The element strides saturate as cai_desc_check's do (they are
+         * handed out as they are); only zero-size arrays ever saturate.
+         * The byte strides of a contiguous view are never read (it has
+         * none to report): left unset. */
+        for (i = d->ndim - 1; i >= 0; i--) {
+            elem[i] = step;
+            if (d->shape[i] > 1 &&
+                __builtin_mul_overflow(step, d->shape[i], &step))
+                step = INT64_MAX;
+        }
+    }
+    PyObject_GC_Track(v);
+    return (PyObject *)v;
+}
+
+static int view_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    DLPackViewObject *v = (DLPackViewObject *)self;
+
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(v->obj);
+    Py_VISIT(v->keep);
+    return 0;
+}
+
+static int view_clear(PyObject *self)
+{
+    DLPackViewObject *v = (DLPackViewObject *)self;
+
+    Py_CLEAR(v->keep);
+    Py_CLEAR(v->obj);
+    return 0;
+}
+
+void view_dealloc(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+
+    PyObject_GC_UnTrack(self);
+    if (((DLPackViewObject *)self)->weakrefs != NULL)
+        PyObject_ClearWeakRefs(self);
+    view_clear(self);
+    type->tp_free(self);
+    Py_DECREF(type);
+}
+
+/* ------------------------------------------------------------------ */
+/* Copies (copy=True on host memory)                                   */
+
+static void copy_strided(char *dst, const char *src, const cai_desc_t *d,
+                         size_t itemsize)
+{
+    int64_t index[CAI_MAX_NDIM] = {0};
+    int64_t count = 1;
+    int i, ndim = d->ndim;
+
+    for (i = 0; i < ndim; i++)
+        count *= d->shape[i];
+    while (count-- > 0) {
+        memcpy(dst, src, itemsize);
+        dst += itemsize;
+        for (i = ndim - 1; i >= 0; i--) {
+            src += d->strides[i];
+            if (++index[i] < d->shape[i])
+                break;
+            src -= d->strides[i] * d->shape[i];
+            index[i] = 0;
+        }
+    }
+}
+
+/* The bytes of a C-contiguous block of ndim extents of itemsize bytes;
+ * -1 for a negative extent, or a size that overflows or size_t cannot
+ * hold. */
+int contiguous_nbytes(int ndim, const int64_t *shape, int64_t itemsize,
+                      int64_t *nbytes)
+{
+    int64_t count = 1;
+    int i;
+
+    for (i = 0; i < ndim; i++) {
+        if (shape[i] < 0 || __builtin_mul_overflow(count, shape[i], &count))
+            return -1;
+    }
+    if (__builtin_mul_overflow(count, itemsize, nbytes) ||
+        (uint64_t)*nbytes > SIZE_MAX)
+        return -1;
+    return 0;
+}
+
+/* Describes a writable, C-contiguous block at data. */
+void contiguous_desc(cai_desc_t *c, void *data, int ndim,
+                     const int64_t *shape, DLDataType dtype, DLDevice device)
+{
+    int i;
+
+    c->data = data;
+    c->readonly = 0;
+    c->ndim = ndim;
+    c->version = 3;
+    c->has_strides = 0;
+    c->has_mask = 0;
+    c->has_stream = 0;
+    c->stream = 0;
+    c->dtype = dtype;
+    c->device = device;
+    for (i = 0; i < ndim; i++)
+        c->shape[i] = shape[i];
+}
+
+/* A C-contiguous, writable copy of host data in a tensor marked IS_COPIED;
+ * the tensor owns the copy and frees it in its deleter. */
+static PyObject *copy_to_capsule(cai_state *st, const cai_desc_t *d,
+                                 int versioned)
+{
+    int64_t nbytes;
+    cai_desc_t c;
+    char *block;
+
+    if (contiguous_nbytes(d->ndim, d->shape, cai_dtype_itemsize(d->dtype),
+                          &nbytes) != 0)
+        return PyErr_NoMemory();
+    block = malloc(nbytes > 0 ? (size_t)nbytes : 1);
+    if (block == NULL)
+        return PyErr_NoMemory();
+    if (nbytes > 0) {
+        if (d->has_strides)
+            copy_strided(block, d->data, d,
+                         (size_t)cai_dtype_itemsize(d->dtype));
+        else
+            memcpy(block, d->data, (size_t)nbytes);
+    }
+    contiguous_desc(&c, block, d->ndim, d->shape, d->dtype, d->device);
+    c.version = d->version;
+    return desc_to_capsule(st, &c, versioned,
+                           CAI_OPT_IS_COPIED | CAI_OPT_LEGACY_READONLY_OK,
+                           block, free);
+}
+
+/* ------------------------------------------------------------------ */
+/* __dlpack__                                                          */
+
+/* The capsule for one __dlpack__ request; every request is independent and
+ * holds its own reference to the view (and so to the producer). */
+#if defined(__GNUC__)
+__attribute__((noinline)) /* keeps its descriptor off view_export's stack */
+#endif
+static PyObject *view_export_slow(cai_state *st, DLPackViewObject *v,
+                                  PyObject *stream, int versioned, int copy,
+                                  int sync, int streams)
+{
+    cai_desc_t d;
+    intptr_t consumer = CAI_STREAM_NO_SYNC;
+    cai_error_t err;
+    void *tensor;
+
+    if (streams) {
+        view_to_header(v, &d);
+        if (check_stream(st, &d, stream, &consumer) != 0)
+            return NULL;
+    }
+    if (copy && v->device.device_type != kDLCPU) {
+        PyErr_Format(PyExc_BufferError,
+                     "copy=True: a copy of device memory (device type %d) is "
+                     "not supported; only host arrays are copied",
+                     (int)v->device.device_type);
+        return NULL;
+    }
+    if (!copy && !versioned && v->readonly && !v->readonly_legacy_ok)
+        return readonly_legacy_error();
+    if (streams && order_streams(st, &d, consumer, sync) != 0)
+        return NULL;
+    if (copy) {
+        view_to_desc(v, &d);
+        return copy_to_capsule(st, &d, versioned);
+    }
+    if (view_tensor(v, versioned,
+                    v->readonly_legacy_ok ? CAI_OPT_LEGACY_READONLY_OK : 0,
+                    &tensor, &err) != 0)
+        return raise_status(st, &err);
+    return tensor_capsule(tensor, versioned);
+}
+
+/* The usual request (no stream on either side, no copy) needs no
+ * descriptor: the view's checked layout goes straight to the core. */
+static inline PyObject *view_export(cai_state *st, DLPackViewObject *v,
+                                    PyObject *stream, int versioned, int copy,
+                                    int sync)
+{
+    cai_error_t err;
+    void *tensor;
+    /* No stream on either side: nothing to check (no error is possible
+     * without one) and nothing to order. */
+    int streams = (stream != NULL && stream != Py_None) || v->has_stream;
+
+    if (streams || copy)
+        return view_export_slow(st, v, stream, versioned, copy, sync,
+                                streams);
+    if (!versioned && v->readonly && !v->readonly_legacy_ok)
+        return readonly_legacy_error();
+    if (view_tensor(v, versioned,
+                    v->readonly_legacy_ok ? CAI_OPT_LEGACY_READONLY_OK : 0,
+                    &tensor, &err) != 0)
+        return raise_status(st, &err);
+    return tensor_capsule(tensor, versioned);
+}
+
+/* Not METH_METHOD: the view keeps its module's state, and the interpreter
+ * specializes calls of plain fast methods. */
+static PyObject *view_dlpack(PyObject *self, PyObject *const *args,
+                             Py_ssize_t nargs, PyObject *kwnames)
+{
+    DLPackViewObject *v = (DLPackViewObject *)self;
+    cai_state *st = v->st;
+    PyObject *values[4] = {NULL, NULL, NULL, NULL};
+    int versioned, copy;
+
+    if (check_positional("__dlpack__", nargs, 0) != 0 ||
+        match_keywords("__dlpack__", args + nargs, kwnames, st->kw_dlpack,
+                       values, 4) != 0)
+        return NULL;
+    if ((versioned = wants_versioned(values[1])) < 0)
+        return NULL;
+    if (values[2] != NULL && values[2] != Py_None) {
+        DLDevice want;
+
+        if (read_device(st, values[2], "dl_device", &want) != 0)
+            return NULL;
+        if (want.device_type != v->device.device_type ||
+            want.device_id != v->device.device_id) {
+            PyErr_Format(PyExc_BufferError,
+                         "dl_device = (%d, %d): the data lives on (%d, %d) "
+                         "and caibridge does not move data between devices",
+                         (int)want.device_type, (int)want.device_id,
+                         (int)v->device.device_type,
+                         (int)v->device.device_id);
+            return NULL;
+        }
+    }
+    if ((copy = read_copy(values[3])) < 0)
+        return NULL;
+    return view_export(st, v, values[0], versioned, copy, v->sync);
+}
+
+static PyObject *view_dlpack_device(PyObject *self, PyObject *unused)
+{
+    DLPackViewObject *v = (DLPackViewObject *)self;
+
+    return Py_BuildValue("(ii)", (int)v->device.device_type,
+                         (int)v->device.device_id);
+}
+
+static PyObject *view_repr(PyObject *self)
+{
+    DLPackViewObject *v = (DLPackViewObject *)self;
+    char typestr[CAI_TYPESTR_MAX];
+    cai_error_t err;
+
+    if (cai_typestr_format(v->dtype, typestr, &err) != 0)
+        strcpy(typestr, "?");
+    return PyUnicode_FromFormat(
+        "<caibridge.DLPackView ndim=%d typestr='%s' device=(%d, %d)%s of "
+        "%.100s>", v->ndim, typestr, (int)v->device.device_type,
+        (int)v->device.device_id, v->readonly ? " readonly" : "",
+        Py_TYPE(v->obj)->tp_name);
+}
+
+static PyObject *view_get_obj(PyObject *self, void *unused)
+{
+    return Py_NewRef(((DLPackViewObject *)self)->obj);
+}
+
+PyDoc_STRVAR(view_dlpack_doc,
+"__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)\n"
+"--\n\n"
+"Export the data as a DLPack capsule.\n\n"
+"A versioned capsule ('dltensor_versioned') when max_version asks for 1.x,\n"
+"else a legacy one ('dltensor').  Each call hands out an independent capsule\n"
+"holding a reference to the producer until its deleter runs.  For CUDA\n"
+"memory, stream is the consumer's stream (None: legacy default, -1: no\n"
+"ordering; 0 is refused); for host memory it must be None.  copy=True makes\n"
+"a C-contiguous host copy marked IS_COPIED; copy=False never copies.");
+
+PyDoc_STRVAR(view_dlpack_device_doc,
+"__dlpack_device__()\n--\n\n"
+"The (device_type, device_id) pair of the data.");
+
+static PyMethodDef view_methods[] = {
+    {"__dlpack__", (PyCFunction)(void (*)(void))view_dlpack,
+     METH_FASTCALL | METH_KEYWORDS, view_dlpack_doc},
+    {"__dlpack_device__", view_dlpack_device, METH_NOARGS,
+     view_dlpack_device_doc},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef view_getset[] = {
+    {"obj", view_get_obj, NULL,
+     "The producer whose data this view exports.", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyMemberDef view_members[] = {
+    {"__weaklistoffset__", Py_T_PYSSIZET,
+     offsetof(DLPackViewObject, weakrefs), Py_READONLY, NULL},
+    {NULL, 0, 0, 0, NULL}};
+
+PyDoc_STRVAR(view_doc,
+"A DLPack producer for an object exposing __cuda_array_interface__ or\n"
+"__array_interface__; made by caibridge.as_dlpack().\n\n"
+"The type publishes the DLPack C exchange API as __dlpack_c_exchange_api__.");
+
+static PyType_Slot view_slots[] = {
+    {Py_tp_dealloc, view_dealloc},
+    {Py_tp_repr, view_repr},
+    {Py_tp_doc, (void *)(uintptr_t)view_doc},
+    {Py_tp_traverse, view_traverse},
+    {Py_tp_clear, view_clear},
+    {Py_tp_methods, view_methods},
+    {Py_tp_getset, view_getset},
+    {Py_tp_members, view_members},
+    {0, NULL}};
+
+PyType_Spec dlpackview_spec = {
+    "caibridge.DLPackView",
+    offsetof(DLPackViewObject, dims),
+    sizeof(int64_t),
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE |
+        Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    view_slots};

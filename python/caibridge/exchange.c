@@ -1,0 +1,257 @@
+/*
+ * The DLPack C exchange API (DLPack 1.2/1.3), both sides: the table that
+ * DLPackView's type publishes as __dlpack_c_exchange_api__, and reading a
+ * foreign type's table in from_dlpack.  The table's functions are called
+ * from C with no module at hand: the views they take lead to the module
+ * state through their type.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include "caibridge_module.h"
+
+#include <stdlib.h>
+
+static const char CAPSULE_EXCHANGE_API[] = "dlpack_exchange_api";
+
+/* Allocates a C-contiguous host tensor like prototype; the core builds the
+ * tensor and its deleter frees the data block too. */
+static int xapi_allocator(DLTensor *prototype, DLManagedTensorVersioned **out,
+                          void *error_ctx,
+                          void (*set_error)(void *, const char *,
+                                            const char *))
+{
+    cai_desc_t d;
+    cai_error_t err;
+    int64_t itemsize, nbytes;
+    void *block;
+
+    *out = NULL;
+    if (prototype->device.device_type != kDLCPU) {
+        if (set_error != NULL)
+            set_error(error_ctx, "BufferError",
+                      "caibridge allocates host (kDLCPU) tensors only");
+        return -1;
+    }
+    if (prototype->ndim < 0 || prototype->ndim > CAI_MAX_NDIM ||
+        (prototype->ndim > 0 && prototype->shape == NULL)) {
+        if (set_error != NULL)
+            set_error(error_ctx, "ValueError", "bad ndim or shape");
+        return -1;
+    }
+    itemsize = cai_dtype_itemsize(prototype->dtype);
+    if (itemsize == 0 || contiguous_nbytes(prototype->ndim, prototype->shape,
+                                           itemsize, &nbytes) != 0) {
+        if (set_error != NULL)
+            set_error(error_ctx, "ValueError",
+                      "the prototype's dtype or size cannot be allocated");
+        return -1;
+    }
+    block = NULL;
+    if (posix_memalign(&block, 64, nbytes > 0 ? (size_t)nbytes : 1) != 0) {
+        if (set_error != NULL)
+            set_error(error_ctx, "MemoryError", "cannot allocate the tensor");
+        return -1;
+    }
+    contiguous_desc(&d, block, prototype->ndim, prototype->shape,
+                    prototype->dtype, prototype->device);
+    if (cai_desc_to_dlpack_versioned(&d, 0, block, free, out, &err) != 0) {
+        if (set_error != NULL)
+            set_error(error_ctx,
+                      err.status == CAI_ENOMEM ? "MemoryError" : "ValueError",
+                      err.message);
+        return -1;
+    }
+    return 0;
+}
+
+/* The exchange API's Python objects must be our views. */
+static DLPackViewObject *xapi_view(PyObject *o)
+{
+    if (!is_view(o)) {
+        PyErr_Format(PyExc_TypeError,
+                     "caibridge's exchange API takes a DLPackView, got %.100s",
+                     Py_TYPE(o)->tp_name);
+        return NULL;
+    }
+    return (DLPackViewObject *)o;
+}
+
+static int xapi_managed_from_py(void *py_object,
+                                DLManagedTensorVersioned **out)
+{
+    PyObject *o = py_object;
+    DLPackViewObject *v;
+    cai_error_t err;
+    void *tensor;
+
+    *out = NULL;
+    if ((v = xapi_view(o)) == NULL)
+        return -1;
+    if (view_tensor(v, 1, 0, &tensor, &err) != 0) {
+        raise_status(type_state(Py_TYPE(o)), &err);
+        return -1;
+    }
+    *out = tensor;
+    return 0;
+}
+
+/* No object of ours is at hand: the module of the calling interpreter
+ * (imported there if it was not) makes the view. */
+static int xapi_managed_to_py(DLManagedTensorVersioned *tensor,
+                              void **out_py_object)
+{
+    PyObject *module = PyImport_ImportModule("caibridge._core");
+    PyObject *v;
+
+    if (module == NULL) {
+        *out_py_object = NULL;
+        delete_tensor(tensor, 1);
+        return -1;
+    }
+    v = caiview_new(PyModule_GetState(module), tensor, 1, Py_None);
+    Py_DECREF(module);
+    *out_py_object = v;
+    return v == NULL ? -1 : 0;
+}
+
+/* Lends the view's own shape and element strides: valid while it lives. */
+static int xapi_dltensor_from_py(void *py_object, DLTensor *out)
+{
+    PyObject *o = py_object;
+    DLPackViewObject *v;
+
+    if ((v = xapi_view(o)) == NULL)
+        return -1;
+    out->data = v->data;
+    out->device = v->device;
+    out->ndim = v->ndim;
+    out->dtype = v->dtype;
+    out->shape = v->ndim > 0 ? VIEW_SHAPE(v) : NULL;
+    out->strides = v->ndim > 0 ? VIEW_ELEMENT_STRIDES(v) : NULL;
+    out->byte_offset = 0;
+    return 0;
+}
+
+/* caibridge keeps no stream of its own: work goes on the default stream. */
+static int xapi_current_work_stream(DLDeviceType device_type,
+                                    int32_t device_id, void **out)
+{
+    *out = NULL;
+    return 0;
+}
+
+/* One table for every interpreter: it holds only functions. */
+static const DLPackExchangeAPI exchange_api = {
+    {{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, NULL},
+    xapi_allocator,
+    xapi_managed_from_py,
+    xapi_managed_to_py,
+    xapi_dltensor_from_py,
+    xapi_current_work_stream,
+};
+
+/* DLPack 1.3: the exchange API is a capsule in the producer type's dict. */
+int exchange_publish(cai_state *st, PyTypeObject *view_type)
+{
+    PyObject *capsule = PyCapsule_New((void *)(uintptr_t)&exchange_api,
+                                      CAPSULE_EXCHANGE_API, NULL);
+    int rc;
+
+    if (capsule == NULL)
+        return -1;
+    rc = PyDict_SetItem(view_type->tp_dict, st->name[N_EXCHANGE_API],
+                        capsule);
+    Py_DECREF(capsule);
+    PyType_Modified(view_type);
+    return rc;
+}
+
+/* A usable exchange API table on type(x), or NULL (no error) if none;
+ * *holder then holds the capsule that publishes it. */
+static const DLPackExchangeAPI *foreign_table(cai_state *st, PyObject *x,
+                                              PyObject **holder)
+{
+    PyObject *names[2] = {st->name[N_EXCHANGE_API],
+                          st->name[N_EXCHANGE_API_OLD]};
+    int i;
+
+    for (i = 0; i < 2; i++) {
+        PyObject *capsule = _PyType_Lookup(Py_TYPE(x), names[i]);
+        const DLPackExchangeAPIHeader *h;
+
+        if (capsule == NULL || !PyCapsule_IsValid(capsule,
+                                                  CAPSULE_EXCHANGE_API))
+            continue;
+        h = PyCapsule_GetPointer(capsule, CAPSULE_EXCHANGE_API);
+        /* Newer tables chain to older ones (DLPack, "prev_api"). */
+        while (h != NULL && h->version.major != DLPACK_MAJOR_VERSION)
+            h = h->prev_api;
+        if (h != NULL) {
+            *holder = Py_NewRef(capsule);
+            return (const DLPackExchangeAPI *)h;
+        }
+    }
+    return NULL;
+}
+
+/* The tensor of x through api, in a CAIView. */
+static PyObject *from_table(cai_state *st, PyObject *x,
+                            const DLPackExchangeAPI *api, int given)
+{
+    DLManagedTensorVersioned *t = NULL;
+    PyObject *stream_obj, *result;
+    void *work = NULL;
+
+    if (api->managed_tensor_from_py_object_no_sync(x, &t) != 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_BufferError,
+                            "the producer's exchange API refused the object");
+        return NULL;
+    }
+    __atomic_fetch_add(&st->foreign_table_imports, 1, __ATOMIC_RELAXED);
+    if (given) {
+        stream_obj = Py_NewRef(Py_None);
+    } else if (is_cuda_device(t->dl_tensor.device.device_type)) {
+        /* No-sync export: the data is ready on the producer's current
+         * stream, which consumers of the CAI must wait on. */
+        if (api->current_work_stream(t->dl_tensor.device.device_type,
+                                     t->dl_tensor.device.device_id,
+                                     &work) != 0) {
+            t->deleter(t);
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_BufferError,
+                                "the producer's current_work_stream failed");
+            return NULL;
+        }
+        stream_obj = work == NULL ? PyLong_FromLong(CAI_STREAM_LEGACY)
+                                  : PyLong_FromVoidPtr(work);
+    } else {
+        stream_obj = Py_NewRef(Py_None);
+    }
+    if (stream_obj == NULL) {
+        t->deleter(t);
+        return NULL;
+    }
+    result = caiview_new(st, t, 1, stream_obj);
+    Py_DECREF(stream_obj);
+    return result;
+}
+
+/*
+ * from_dlpack through type(x)'s exchange API table (stream None or -1):
+ * 1 with *result set (NULL on error) when type(x) has a usable table, else
+ * 0.  The table's capsule is held while the table runs, which may run
+ * Python code.
+ */
+int from_foreign_table(cai_state *st, PyObject *x, int given,
+                       PyObject **result)
+{
+    PyObject *holder;
+    const DLPackExchangeAPI *api = foreign_table(st, x, &holder);
+
+    if (api == NULL)
+        return 0;
+    *result = from_table(st, x, api, given);
+    Py_DECREF(holder);
+    return 1;
+}
