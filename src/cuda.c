@@ -683,7 +683,8 @@ static cudaStream_t stream_handle(intptr_t stream)
  * none); for the default streams, known (the context a fence was recorded
  * in), else the caller's context, switching to the data's device when the
  * data is device memory elsewhere.  *none is set when the caller has no
- * context: its default streams then hold no work of this thread.
+ * context and the stream cannot hold work for this call: the per-thread
+ * stream, or the legacy stream of memory that is not a device's.
  */
 static int enter_stream_context(struct op *op, intptr_t stream,
                                 DLDevice device, const CUcontext *known,
@@ -705,15 +706,21 @@ static int enter_stream_context(struct op *op, intptr_t stream,
     }
     if (known != NULL && op->have_saved)
         return ctx_switch(op, *known);
-    if (op->have_saved && op->saved == NULL) {
+    /* With no context current, the per-thread stream holds no work of
+     * this thread; the legacy stream of device memory is the one of its
+     * device's primary context, which other threads may have used. */
+    if (op->have_saved && op->saved == NULL &&
+        !(stream == CAI_STREAM_LEGACY && device.device_type == kDLCUDA)) {
         *none = 1;
         return 0;
     }
-    if (ctx_switch(op, op->saved) != 0)
+    if (op->saved != NULL && ctx_switch(op, op->saved) != 0)
         return -1;
     if (device.device_type != kDLCUDA)
         return 0;
-    if (op->have_saved) {
+    if (op->have_saved && op->saved == NULL) {
+        d = -1;
+    } else if (op->have_saved) {
         if (op_failed(op, "cuCtxGetDevice", driver.ctx_get_device(&current)))
             return -1;
         d = (int)current;

@@ -256,6 +256,43 @@ static void fresh_thread_gets_no_context(void)
              "NULL is restored with the driver, not cudaSetDevice");
 }
 
+static void *legacy_on_fresh_thread(void *arg)
+{
+    cai_desc_t desc = producer(CAI_STREAM_LEGACY, kDLCUDA, 1);
+    void **after = arg;
+    cai_error_t err;
+
+    if (cai_cuda_order(&desc, CONSUMER_STREAM, &err) != 0)
+        diag("fresh thread, legacy stream: %s", err.message);
+    after[0] = cuda->current_context();
+    return NULL;
+}
+
+/* The legacy stream is shared by the threads of a context: a thread with
+ * no context still orders after it, on the data's device. */
+static void legacy_stream_from_fresh_thread(void)
+{
+    void *after[1] = {(void *)&after};
+    pthread_t thread;
+    int primaries;
+
+    cuda->reset();
+    cuda->set_current_device(1); /* the data's context exists */
+    cuda->add_stream(CONSUMER_STREAM, 1);
+    primaries = cuda->primary_contexts();
+    if (pthread_create(&thread, NULL, legacy_on_fresh_thread, after) != 0)
+        bail("cannot start a thread");
+    pthread_join(thread, NULL);
+    contains(cuda->log(), "cudaEventRecord(ev1, cudaStreamLegacy)\n",
+             "fresh thread, legacy producer stream: the event is recorded");
+    contains(cuda->log(), "ev1 on P1\n", "on the data's device's legacy "
+             "stream");
+    contains(cuda->log(), "cudaStreamWaitEvent(0x6000, ev1",
+             "and the consumer waits on it");
+    ok(after[0] == NULL, "the fresh thread has no context afterwards");
+    is_int(primaries, cuda->primary_contexts(), "no context was created");
+}
+
 /* ---- The host as consumer ---- */
 
 static void host_consumer_synchronizes(void)
@@ -419,6 +456,7 @@ int main(void)
     stream_device_decides();
     non_primary_context_kept();
     fresh_thread_gets_no_context();
+    legacy_stream_from_fresh_thread();
     host_consumer_synchronizes();
     reverse_edge();
     captures();

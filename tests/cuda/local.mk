@@ -57,11 +57,14 @@ endif
 # The Python layer with no usable CUDA, and on the double (as_dlpack
 # locating, __dlpack__ ordering, from_dlpack reporting streams).  Run like
 # tests/python's files.
-EXTRA_DIST += tests/cuda/test_stream_order.py tests/cuda/test_no_cuda.py
+CAI_CUDA_PYTHON_TESTS = tests/cuda/test_stream_order.py \
+	tests/cuda/test_cuda_bridge.py tests/cuda/test_exchange_streams.py \
+	tests/cuda/test_streams.py
+EXTRA_DIST += $(CAI_CUDA_PYTHON_TESTS) tests/cuda/test_no_cuda.py
 if HAVE_PYTHON
 TESTS += tests/cuda/test_no_cuda.py
 if HAVE_CUDA
-TESTS += tests/cuda/test_stream_order.py
+TESTS += $(CAI_CUDA_PYTHON_TESTS)
 endif
 endif
 

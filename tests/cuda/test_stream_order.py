@@ -59,6 +59,21 @@ class Controls(ctypes.Structure):
             None, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
             ctypes.c_int, ctypes.c_void_p)),
         ("add_stream", ctypes.CFUNCTYPE(None, ctypes.c_long, ctypes.c_int)),
+        ("add_stream_on_context", ctypes.CFUNCTYPE(None, ctypes.c_long,
+                                                   ctypes.c_void_p)),
+        ("destroy_stream", ctypes.CFUNCTYPE(None, ctypes.c_long)),
+        ("create_context", ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int)),
+        ("current_context", ctypes.CFUNCTYPE(ctypes.c_void_p)),
+        ("set_current_context", ctypes.CFUNCTYPE(None, ctypes.c_void_p)),
+        ("primary_contexts", ctypes.CFUNCTYPE(ctypes.c_int)),
+        ("begin_capture", ctypes.CFUNCTYPE(None, ctypes.c_long, ctypes.c_int)),
+        ("end_capture", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_long)),
+        ("capture_state", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_long)),
+        ("set_driver_version", ctypes.CFUNCTYPE(None, ctypes.c_int)),
+        ("set_pageable_access", ctypes.CFUNCTYPE(None, ctypes.c_int)),
+        ("pending_error", ctypes.CFUNCTYPE(ctypes.c_int)),
+        ("set_pending_error", ctypes.CFUNCTYPE(None, ctypes.c_int)),
+        ("host_waits", ctypes.CFUNCTYPE(ctypes.c_int)),
     ]
 
 
@@ -146,8 +161,9 @@ def name(stream):
         stream, f"{stream:#x}")
 
 
-def event_ordering(p, s):
-    """Device 0's primary context current, p a stream handle."""
+def fence_recorded(p):
+    """as_dlpack's calls after the pointer lookup: the view's fence on
+    stream handle p (device 0's primary context current)."""
     return [
         "cudaPeekAtLastError() = 0",
         "cuCtxGetCurrent() = P0",
@@ -155,10 +171,17 @@ def event_ordering(p, s):
         f"cudaStreamIsCapturing({p:#x}) = 0",
         "cudaEventCreateWithFlags(cudaEventDisableTiming) = ev1 on P0",
         f"cudaEventRecord(ev1, {p:#x})",
+    ]
+
+
+def fence_waited(s):
+    """__dlpack__'s calls: stream s waits on the view's fence (ev1)."""
+    return [
+        "cudaPeekAtLastError() = 0",
+        "cuCtxGetCurrent() = P0",
     ] + (["cuCtxGetDevice() = 0"] if s in (1, 2) else []) + [
         f"cudaStreamIsCapturing({name(s)}) = 0",
         f"cudaStreamWaitEvent({name(s)}, ev1, cudaEventWaitDefault)",
-        "cudaEventDestroy(ev1)",
     ]
 
 
@@ -168,8 +191,14 @@ def ordered(log):
     record = [line for line in log if line.startswith("cudaEventRecord(")]
     wait = [line for line in log if line.startswith("cudaStreamWaitEvent(")]
     assert len(record) == len(wait) == 1, log
-    return (int(record[0].split(", ")[1].rstrip(")"), 16),
-            int(wait[0][len("cudaStreamWaitEvent("):].split(",")[0], 16))
+    return (handle(record[0].split(", ")[1].rstrip(")")),
+            handle(wait[0][len("cudaStreamWaitEvent("):].split(",")[0]))
+
+
+def handle(logged):
+    """A stream as the double logs it, back to its handle (see name())."""
+    named = {"cudaStreamLegacy": 1, "cudaStreamPerThread": 2}
+    return named[logged] if logged in named else int(logged, 16)
 
 
 # ---- where the data is ----
@@ -215,6 +244,7 @@ def test_no_driver_is_a_cuda_error(cuda):
 # ---- stream ordering in __dlpack__ ----
 
 def located(cuda, stream, device=0, **kwargs):
+    """A view of data on device; the log is emptied after it is made."""
     cuda.pointer(DEVICE_PTR, DEVICE, device)
     view = caibridge.as_dlpack(DeviceArray(stream=stream), **kwargs)
     cuda.reset()
@@ -228,11 +258,21 @@ def located(cuda, stream, device=0, **kwargs):
     (2, 2),
     (CudaStream(CONSUMER), CONSUMER),
 ])
-def test_consumer_waits_on_an_event(cuda, consumer, seen):
-    view = located(cuda, PRODUCER)
+def test_consumer_waits_on_the_views_fence(cuda, consumer, seen):
+    """The event is recorded when the view is made, waited on by each
+    __dlpack__, and destroyed with the view."""
+    cuda.pointer(DEVICE_PTR, DEVICE, 0)
+    view = caibridge.as_dlpack(DeviceArray(stream=PRODUCER))
+    assert cuda.log()[-6:] == fence_recorded(PRODUCER)
+    cuda.reset()
     capsule = view.__dlpack__(stream=consumer)
     assert type(capsule).__name__ == "PyCapsule"
-    assert ordered(cuda.log()) == (PRODUCER, seen)
+    assert cuda.log() == fence_waited(seen)
+    assert cuda.live_events() == 1, "the fence lives as long as the view"
+    assert not any("Synchronize" in line for line in cuda.log())
+    del capsule, view
+    assert cuda.log()[-1] == "cudaEventDestroy(ev1)"
+    assert cuda.live_events() == 0
 
 
 @pytest.mark.parametrize("consumer, seen", [
@@ -250,10 +290,12 @@ def test_from_dlpack_of_a_view_orders_on_the_consumer_stream(cuda, consumer,
 
 
 def test_producer_on_another_device(cuda):
-    view = located(cuda, PRODUCER, device=1)
+    """The fence is made in the producer stream's context (device 1's), and
+    the caller's context is current again afterwards."""
+    cuda.pointer(DEVICE_PTR, DEVICE, 1)
     cuda.add_stream(PRODUCER, 1)
-    view.__dlpack__(stream=CONSUMER)
-    assert cuda.log() == [
+    view = caibridge.as_dlpack(DeviceArray(stream=PRODUCER))
+    assert cuda.log()[-8:] == [
         "cudaPeekAtLastError() = 0",
         "cuCtxGetCurrent() = P0",
         f"cuStreamGetCtx({PRODUCER:#x}) = P1",
@@ -261,11 +303,16 @@ def test_producer_on_another_device(cuda):
         f"cudaStreamIsCapturing({PRODUCER:#x}) = 0",
         "cudaEventCreateWithFlags(cudaEventDisableTiming) = ev1 on P1",
         f"cudaEventRecord(ev1, {PRODUCER:#x})",
-        f"cudaStreamIsCapturing({CONSUMER:#x}) = 0",
-        f"cudaStreamWaitEvent({CONSUMER:#x}, ev1, cudaEventWaitDefault)",
-        "cudaEventDestroy(ev1)",
         "cuCtxSetCurrent(P0)",
     ]
+    caller = cuda._c.current_context()
+    cuda.reset()
+    cuda.add_stream(PRODUCER, 1)
+    capsule = view.__dlpack__(stream=CONSUMER)
+    assert [line for line in cuda.log() if "Wait" in line] == [
+        f"cudaStreamWaitEvent({CONSUMER:#x}, ev1, cudaEventWaitDefault)"]
+    assert cuda._c.current_context() == caller
+    del capsule
 
 
 @pytest.mark.parametrize("producer, consumer, kwargs", [
@@ -286,11 +333,14 @@ def test_stream_zero_is_refused(cuda):
     assert cuda.log() == []
 
 
-def test_failed_record_is_a_cuda_error(cuda):
-    view = located(cuda, PRODUCER)
+def test_failed_record_still_destroys_the_event(cuda):
+    cuda.pointer(DEVICE_PTR, DEVICE, 0)
     cuda.fail("cudaEventRecord", 400)
-    with pytest.raises(caibridge.CUDAError, match="CUDA error 400"):
-        view.__dlpack__(stream=CONSUMER)
+    with pytest.raises(caibridge.CUDAError,
+                       match=r"cudaEventRecord failed.*CUDA error 400"):
+        caibridge.as_dlpack(DeviceArray(stream=PRODUCER))
+    assert "cudaEventDestroy(ev1)" in cuda.log()
+    assert cuda.live_events() == 0
 
 
 def test_device_data_is_not_exported_to_the_cpu(cuda):

@@ -190,6 +190,56 @@ class Libs:
         return 1
 
 
+@caibridge.add_dlpack
+class PatchedCAI(StreamedArray):
+    """A CuPy-free CAI v3 class made a DLPack producer by add_dlpack."""
+
+
+@caibridge.add_array_interface
+class DLPackOnly:
+    """A DLPack-only wrapper given __cuda_array_interface__."""
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+    def __dlpack_device__(self):
+        return self.tensor.__dlpack_device__()
+
+    def __dlpack__(self, **kwargs):
+        return self.tensor.__dlpack__(**kwargs)
+
+
+def check_patched(tap, torch, device):
+    """add_dlpack: torch takes the instance itself, ordered on its stream;
+    add_array_interface: torch.as_tensor reads the CAI it was given."""
+    with torch.cuda.device(device):
+        producer_stream = torch.cuda.Stream()
+        with torch.cuda.stream(producer_stream):
+            data = torch.zeros(1 << 20, device=f"cuda:{device}")
+            torch.cuda._sleep(100_000_000)
+            data.fill_(3.0)
+        source = PatchedCAI(data, producer_stream.cuda_stream)
+
+        def straight_into_torch():
+            t = torch.from_dlpack(source)
+            total = t.sum().item()
+            return (t.data_ptr() == data.data_ptr() and
+                    t.device.index == device and
+                    total == 3.0 * (1 << 20)), f"sum {total}, {t.device}"
+        tap.check(f"cuda:{device}: add_dlpack class -> torch.from_dlpack: "
+                  "zero-copy, ordered on the producer's stream",
+                  straight_into_torch)
+
+        def cai_into_torch():
+            wrapped = DLPackOnly(data)
+            seen = torch.as_tensor(wrapped, device=f"cuda:{device}")
+            return (not hasattr(wrapped, "__array_interface__") and
+                    seen.data_ptr() == data.data_ptr()), f"{seen.device}"
+        tap.check(f"cuda:{device}: add_array_interface class -> "
+                  "torch.as_tensor through the CAI: zero-copy",
+                  cai_into_torch)
+
+
 def why_no_gpu():
     """None when caibridge reaches a CUDA device, else the reason."""
     if os.environ.get("CAIBRIDGE_CUDART"):
@@ -845,6 +895,8 @@ def main():
     for device in range(devices):
         check_producers_to_consumers(tap, libs, device)
         check_dlpack_producers_to_cai(tap, libs, device)
+        if libs.torch is not None:
+            check_patched(tap, libs.torch, device)
     check_race(tap, libs)
     check_memory_kinds(tap, libs, devices)
     check_host_reads_after_kernel(tap, libs)

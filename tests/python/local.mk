@@ -9,6 +9,11 @@ CAI_PYTHON_TESTS = \
 	tests/python/test_from_dlpack.py \
 	tests/python/test_arguments.py \
 	tests/python/test_exchange_api.py \
+	tests/python/test_add_dlpack.py \
+	tests/python/test_add_array_interface.py \
+	tests/python/test_caiview_producer.py \
+	tests/python/test_buffer_producers.py \
+	tests/python/test_api_gaps.py \
 	$(empty)
 
 # The C core against NumPy through ctypes (cai_typestr_parse, contiguity,
@@ -17,7 +22,11 @@ CAI_PYTHON_TESTS += tests/python/test_core_oracle.py
 
 # Hardening (issue 6, helper "harden"): hostile input, leak soak, threads.
 CAI_PYTHON_TESTS += tests/python/test_interface.py tests/python/test_soak.py \
-	tests/python/test_threads.py
+	tests/python/test_threads.py tests/python/test_exit_race.py
+
+# The array interface read as NumPy reads it; NumPy as the oracle.
+CAI_PYTHON_TESTS += tests/python/test_interface_semantics.py \
+	tests/python/test_numpy_oracle.py
 
 # Sub-interpreters, legacy and (3.12+) isolated; run-subinterp.sh runs them
 # on another interpreter (make check-subinterp PYTHON312=...).

@@ -1,19 +1,32 @@
 #!/bin/sh
-# The pip path, checked end to end: install caibridge with pip into a fresh
-# virtual environment (sharing the system's torch, JAX and NumPy), then run
-# the Python tests against that install rather than the Autotools build.
+# The pip path, checked end to end: pip installs caibridge into a fresh
+# virtual environment, then the Python tests run against that install
+# rather than the Autotools build, printing TAP (tests/python/tapreport.py).
 #
-#   sh tests/python/pip-install.sh [VENV]      (default VENV: /tmp/venv-ci)
+#   sh tests/python/pip-install.sh [--isolated] [VENV]
+#
+# PYTHON (default python3) makes the environment, in VENV (default: a new
+# temporary directory, removed at the end).  By default it shares the
+# interpreter's site packages (the machine's torch, JAX and NumPy).  With
+# --isolated it does not: pip installs the test tools
+# (python/requirements-test.txt) and each consumer of
+# python/requirements-consumers.txt that has a wheel for this interpreter;
+# the tests needing one that is absent skip, naming why.
 #
 # The build runs on a copy of the files an sdist carries (MANIFEST.in), so
 # the source tree stays clean and a missing file shows up here.
 set -eu
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
-venv=${1:-/tmp/venv-ci}
+isolated=no
+if [ "${1:-}" = --isolated ]; then
+    isolated=yes
+    shift
+fi
 python=${PYTHON:-python3}
-work=$(mktemp -d)
+work=$(mktemp -d "${TMPDIR:-/tmp}/caibridge-pip.XXXXXX")
 trap 'rm -rf "$work"' EXIT INT TERM
+venv=${1:-$work/venv}
 
 mkdir -p "$work/src"
 for path in LICENSE README.md setup.py pyproject.toml MANIFEST.in src \
@@ -25,11 +38,49 @@ rm -rf "$work/src/python/stage" "$work/src/python/caibridge/.libs" \
        "$work/src/python/caibridge/"*.so
 
 rm -rf "$venv"
-"$python" -m venv --system-site-packages "$venv"
-"$venv/bin/python" -m pip install -q --disable-pip-version-check "$work/src"
+if [ $isolated = yes ]; then
+    "$python" -m venv "$venv"
+else
+    "$python" -m venv --system-site-packages "$venv"
+fi
+py=$venv/bin/python
+pip="$py -m pip install -q --disable-pip-version-check"
+$pip "$work/src"
+
+if [ $isolated = yes ]; then
+    $pip --only-binary=:all: -r "$top/python/requirements-test.txt"
+    # Each consumer alone and from wheels only; one left out gets its
+    # reason into the environment, where the tests' skip lines read it.
+    sed -e '/^#/d' -e '/^[[:space:]]*$/d' \
+        "$top/python/requirements-consumers.txt" >"$work/consumers"
+    while IFS= read -r line; do
+        requirement=$(echo "${line%%#*}" | sed 's/[[:space:]]*$//')
+        name=${requirement%%[=<>;!~ ]*}
+        case $name in
+            apache-tvm-ffi) module=tvm_ffi ;;
+            pydlpack) module=dlpack ;;
+            *) module=$name ;;
+        esac
+        why=""
+        if $pip --only-binary=:all: "$requirement" </dev/null \
+                >"$work/pip.out" 2>&1; then
+            case $line in
+                *"#"*) why=$(echo "${line#*#}" | sed 's/^[[:space:]]*//') ;;
+            esac
+        else
+            why="no wheel of ${requirement%%;*} for this interpreter"
+        fi
+        if ! "$py" -c "import $module" 2>/dev/null; then
+            var=CAIBRIDGE_WHY_NO_$(echo "$module" | tr a-z A-Z)
+            eval "$var=\${why:-not installed}"
+            export "$var"
+            echo "# $module: ${why:-not installed}"
+        fi
+    done <"$work/consumers"
+fi
 
 cd "$work"
-"$venv/bin/python" -c 'import caibridge, sys; print("pip-install: caibridge",
-    caibridge.__version__, "from", caibridge.__file__)'
-PYTHONDONTWRITEBYTECODE=1 "$venv/bin/python" -m pytest -q -p no:cacheprovider \
-    --rootdir="$top/tests/python" "$top/tests/python"
+"$py" -c 'import caibridge, sys; print("# pip-install: caibridge",
+    caibridge.__version__, "from", caibridge.__file__, "on", sys.version)'
+PYTHONDONTWRITEBYTECODE=1 "$py" "$top/tests/python/tapreport.py" \
+    -p no:cacheprovider --rootdir="$top/tests/python" "$top/tests/python"

@@ -57,7 +57,7 @@ def test_bad_arguments():
     with pytest.raises(TypeError, match="sync must be a bool"):
         caibridge.as_dlpack(producer, sync="yes")
     with pytest.raises(TypeError, match="unexpected keyword"):
-        caibridge.to_dlpack(producer, copy=True)
+        caibridge.to_dlpack(producer, cpy=True)
     view = caibridge.as_dlpack(producer)
     with pytest.raises(TypeError, match="positional"):
         view.__dlpack__(None)
@@ -95,8 +95,8 @@ def capsule_flags(capsule):
 def test_host_stream_rules():
     view = caibridge.as_dlpack(HostProducer(filled((2,), "float32")))
     assert view.__dlpack__(stream=None) is not None
-    assert view.__dlpack__(stream=-1) is not None
-    for stream in (1, 2, 5):
+    # Only None is valid for host memory (DLPack; -1 included).
+    for stream in (-1, 1, 2, 5):
         with pytest.raises(BufferError, match="host memory"):
             view.__dlpack__(stream=stream)
     with pytest.raises(BufferError, match="host memory"):
@@ -201,17 +201,19 @@ def cai_with_stream(stream):
 
 
 def test_ordering_needs_cuda():
-    view = caibridge.as_dlpack(cai_with_stream(7), device=(2, 0))
+    # A view takes its fence on the producer's stream when it is made.
     with pytest.raises(caibridge.CUDAError):
-        view.__dlpack__(stream=5)
+        caibridge.as_dlpack(cai_with_stream(7), device=(2, 0))
     with pytest.raises(caibridge.CUDAError):
         caibridge.to_dlpack(cai_with_stream(7), device=(2, 0), stream=5)
 
 
 def test_ordering_skipped_when_not_needed():
-    view = caibridge.as_dlpack(cai_with_stream(7), device=(2, 0))
-    assert view.__dlpack__(stream=-1) is not None, "-1: no ordering"
-    assert view.__dlpack__(stream=7) is not None, "same stream: in order"
+    producer = cai_with_stream(7)
+    assert caibridge.to_dlpack(producer, device=(2, 0), stream=-1) \
+        is not None, "-1: no ordering"
+    assert caibridge.to_dlpack(producer, device=(2, 0), stream=7) \
+        is not None, "same stream: in order"
     plain = caibridge.as_dlpack(CAIProducer(GOOD), device=(2, 0))
     assert plain.__dlpack__(stream=5) is not None, "no producer stream"
     off = caibridge.as_dlpack(cai_with_stream(7), device=(2, 0), sync=False)
