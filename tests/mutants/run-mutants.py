@@ -131,6 +131,8 @@ def main():
                     "temporary one, removed")
     ap.add_argument("names", nargs="*")
     args = ap.parse_args()
+    # A stopped run still removes its temporary tree (the finally below).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("mutants: stopped"))
 
     mutants = parse(args.list)
     if args.names:
