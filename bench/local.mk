@@ -45,3 +45,13 @@ bench:
 .PHONY: bench
 EXTRA_DIST += bench/bench.py
 CLEANFILES += bench/bench.csv bench/bench.png bench/callgrind.out.*
+
+# The speed targets in instructions on each of pyenv's CPythons (3.11.7,
+# 3.12.1, 3.13.0; BENCH_PYTHONS overrides), each built by pip into a cached
+# virtual environment: bench/bench-interpreters.sh.
+bench-interpreters:
+	VALGRIND="$(VALGRIND)" CC="$(CC)" \
+	  $(SHELL) $(srcdir)/bench/bench-interpreters.sh $(BENCH_PYTHONS)
+
+.PHONY: bench-interpreters
+EXTRA_DIST += bench/bench-interpreters.sh
