@@ -21,7 +21,6 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include "caibridge.h"
 /* The core's private fast path: a tensor from an already checked layout. */
@@ -249,6 +248,9 @@ cai_home *home_new(PyObject *module);
 void home_release(cai_home *home);
 int owner_away(cai_home *home, PyObject *obj, void **owner,
                cai_release_fn *release);
+int tensor_away(const DLTensor *t, int readonly, int versioned,
+                unsigned options, cai_home *home, PyObject *obj, void **out,
+                cai_error_t *err);
 void delete_tensor(void *tensor, int versioned);
 void legacy_capsule_destructor(PyObject *capsule);
 void versioned_capsule_destructor(PyObject *capsule);
@@ -340,8 +342,6 @@ static inline int is_view(PyObject *o)
 static inline int view_tensor(DLPackViewObject *v, int versioned,
                               unsigned options, void **out, cai_error_t *err)
 {
-    cai_release_fn release = release_pyobject;
-    void *owner = v;
     DLTensor t;
 
     t.data = v->data;
@@ -352,16 +352,11 @@ static inline int view_tensor(DLPackViewObject *v, int versioned,
     t.strides = VIEW_ELEMENT_STRIDES(v);
     t.byte_offset = 0;
     Py_INCREF(v);
-    if (v->home != NULL &&
-        owner_away(v->home, (PyObject *)v, &owner, &release) != 0) {
-        err->status = CAI_ENOMEM;
-        err->field[0] = '\0';
-        snprintf(err->message, sizeof err->message,
-                 "no memory for the tensor's owner");
-        return -1;
-    }
-    return cai_tensor_new(&t, v->readonly, versioned, options, owner,
-                          release, out, err);
+    if (v->home != NULL)
+        return tensor_away(&t, v->readonly, versioned, options, v->home,
+                           (PyObject *)v, out, err);
+    return cai_tensor_new(&t, v->readonly, versioned, options, v,
+                          release_pyobject, out, err);
 }
 
 /* caiview.c */
