@@ -187,20 +187,26 @@ int read_stream(cai_state *st, PyObject *o, int *given, intptr_t *out)
         Py_DECREF(method);
         if (pair == NULL)
             return -1;
+        /* (0, handle): the version, then a cudaStream_t as an int. */
         if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 ||
-            !PyLong_Check(PyTuple_GET_ITEM(pair, 0)) ||
-            PyLong_AsLong(PyTuple_GET_ITEM(pair, 0)) != 0) {
+            !small_int(PyTuple_GET_ITEM(pair, 0), &v) || v != 0) {
+            PyErr_Format(PyExc_TypeError,
+                         "stream: __cuda_stream__() must return (0, handle), "
+                         "got %.100R", pair);
             Py_DECREF(pair);
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_TypeError,
-                                "__cuda_stream__() must return (0, handle)");
             return -1;
         }
-        rc = read_int64(PyTuple_GET_ITEM(pair, 1), "__cuda_stream__()[1]", -1,
-                        &v);
+        rc = read_int64(PyTuple_GET_ITEM(pair, 1), "stream: __cuda_stream__()[1]",
+                        -1, &v);
         Py_DECREF(pair);
         if (rc != 0)
             return -1;
+        if (v < 0) {
+            PyErr_Format(PyExc_ValueError,
+                         "stream: __cuda_stream__() gave the handle %lld; a "
+                         "cudaStream_t is never negative", (long long)v);
+            return -1;
+        }
     } else if (read_int64(o, "stream", -1, &v) != 0) {
         return -1;
     }

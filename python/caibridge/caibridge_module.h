@@ -44,7 +44,8 @@ enum {
     F_OFFSET, F_COUNT, /* the interface entries end here */
     N_CAI = F_COUNT, N_AI, N_DLPACK, N_DLPACK_DEVICE, N_CUDA_STREAM,
     N_EXCHANGE_API, N_EXCHANGE_API_OLD, N_DEVICE, N_SYNC,
-    N_ALLOW_READONLY_LEGACY, N_MAX_VERSION, N_DL_DEVICE, N_COPY, N_COUNT
+    N_ALLOW_READONLY_LEGACY, N_MAX_VERSION, N_DL_DEVICE, N_COPY,
+    N_LEGACY_WRITABLE, N_REQUIRES_GRAD, N_IS_CONJ, N_COUNT
 };
 
 #define KEY_SLOT_MASK 63
@@ -61,7 +62,7 @@ typedef struct {
     PyObject *name[N_COUNT];
     /* Each entry point's keyword names, in its order (borrowed from name). */
     PyObject *kw_as_dlpack[3], *kw_to_dlpack[7], *kw_dlpack[4],
-        *kw_from_dlpack[1];
+        *kw_from_dlpack[2];
     /* The keyword names from_dlpack passes to __dlpack__. */
     PyObject *kw_stream_max_version, *kw_stream;
     /* ... and with copy=False, for add_array_interface's reads. */
@@ -238,6 +239,8 @@ int object_tensor(cai_state *st, PyObject *obj, void **out);
 /* streams.c */
 int check_stream(cai_state *st, const cai_desc_t *d, PyObject *arg,
                  intptr_t *consumer);
+int check_stream_value(const cai_desc_t *d, int given, intptr_t s,
+                       intptr_t *consumer);
 int order_streams(cai_state *st, const cai_desc_t *d, intptr_t consumer,
                   int sync);
 PyObject *reported_stream(int given, intptr_t s);
@@ -256,7 +259,7 @@ PyObject *desc_to_capsule(cai_state *st, const cai_desc_t *desc,
                           int versioned, unsigned options, void *owner,
                           cai_release_fn release);
 PyObject *tensor_from_capsule(cai_state *st, PyObject *capsule,
-                              PyObject *stream);
+                              PyObject *stream, int legacy_writable);
 
 /* Wraps a tensor from cai_tensor_new in a capsule, or deletes it. */
 static inline PyObject *tensor_capsule(void *tensor, int versioned)
@@ -371,7 +374,7 @@ static inline int view_tensor(DLPackViewObject *v, int versioned,
 extern PyType_Spec caiview_spec;
 extern const char from_dlpack_doc[];
 PyObject *caiview_new(cai_state *st, void *tensor, int versioned,
-                      PyObject *stream);
+                      PyObject *stream, int readonly);
 PyObject *from_dlpack(PyObject *module, PyObject *const *args,
                       Py_ssize_t nargs, PyObject *kwnames);
 void caiview_dealloc(PyObject *self);
@@ -389,6 +392,7 @@ extern const DLPackExchangeAPI view_exchange_api, caiview_exchange_api,
     bridge_exchange_api;
 int exchange_publish(cai_state *st, PyTypeObject *type,
                      const DLPackExchangeAPI *api);
+int table_agrees(cai_state *st, PyObject *x);
 int from_foreign_table(cai_state *st, PyObject *x, int given,
                        PyObject **result);
 

@@ -20,8 +20,8 @@ typedef struct {
     void *tensor; /* DLManagedTensorVersioned * or DLManagedTensor * */
     int versioned;
     DLDevice device;
+    int readonly;     /* read-only whatever the tensor says */
     PyObject *stream; /* CAI 'stream': an int, or None */
-    PyObject *iface;  /* the interface dict, built at first use */
     PyObject *weakrefs;
 } CAIViewObject;
 
@@ -34,10 +34,11 @@ static int tensor_desc(const CAIViewObject *v, cai_desc_t *d, cai_error_t *err)
 /*
  * Takes ownership of a tensor: on success the view calls its deleter once
  * when it dies; on failure the deleter is called before this returns.
- * stream is the CAI stream to report (borrowed; None for none).
+ * stream is the CAI stream to report (borrowed; None for none); readonly
+ * marks the data read-only whatever the tensor says.
  */
 PyObject *caiview_new(cai_state *st, void *tensor, int versioned,
-                      PyObject *stream)
+                      PyObject *stream, int readonly)
 {
     CAIViewObject *v;
     cai_desc_t d;
@@ -69,7 +70,7 @@ PyObject *caiview_new(cai_state *st, void *tensor, int versioned,
     v->versioned = versioned;
     v->device = d.device;
     v->stream = Py_NewRef(d.device.device_type == kDLCPU ? Py_None : stream);
-    v->iface = NULL;
+    v->readonly = readonly;
     v->weakrefs = NULL;
     return (PyObject *)v;
 }
@@ -81,7 +82,6 @@ void caiview_dealloc(PyObject *self)
 
     if (v->weakrefs != NULL)
         PyObject_ClearWeakRefs(self);
-    Py_CLEAR(v->iface);
     Py_CLEAR(v->stream);
     delete_tensor(v->tensor, v->versioned);
     type->tp_free(self);
@@ -107,8 +107,9 @@ static PyObject *int64_tuple(int n, const int64_t *values)
     return t;
 }
 
-/* The interface dict, built once: version 3, strides None exactly when the
- * layout is C-contiguous, and for CUDA memory the stream. */
+/* The interface dict: version 3, strides None exactly when the layout is
+ * C-contiguous, and for CUDA memory the stream.  A new dict on each read,
+ * as ndarray.__array_interface__ gives: a consumer may change its own. */
 static PyObject *caiview_interface(CAIViewObject *v)
 {
     cai_state *st = type_state(Py_TYPE(v));
@@ -117,8 +118,6 @@ static PyObject *caiview_interface(CAIViewObject *v)
     cai_error_t err;
     PyObject *dict, *x;
 
-    if (v->iface != NULL)
-        return Py_NewRef(v->iface);
     if (tensor_desc(v, &d, &err) != 0 ||
         cai_typestr_format(d.dtype, typestr, &err) != 0)
         return raise_status(st, &err);
@@ -137,15 +136,15 @@ static PyObject *caiview_interface(CAIViewObject *v)
     PUT(F_SHAPE, int64_tuple(d.ndim, d.shape));
     PUT(F_TYPESTR, PyUnicode_FromString(typestr));
     PUT(F_DATA, Py_BuildValue("(NO)", PyLong_FromVoidPtr(d.data),
-                              d.readonly ? Py_True : Py_False));
+                              d.readonly || v->readonly ? Py_True
+                                                        : Py_False));
     PUT(F_STRIDES, d.has_strides ? int64_tuple(d.ndim, d.strides)
                                  : Py_NewRef(Py_None));
     PUT(F_VERSION, PyLong_FromLong(3));
     if (is_cuda_device(d.device.device_type))
         PUT(F_STREAM, Py_NewRef(v->stream));
 #undef PUT
-    v->iface = dict;
-    return Py_NewRef(dict);
+    return dict;
 }
 
 static PyObject *caiview_get_cai(PyObject *self, void *unused)
@@ -207,6 +206,9 @@ static int caiview_desc(cai_state *st, CAIViewObject *v, cai_desc_t *d)
         raise_status(st, &err);
         return -1;
     }
+    /* Read-only as the interface says it (a legacy import is, unless the
+     * caller opted out), not only as the tensor's flags say. */
+    d->readonly = d->readonly || v->readonly;
     d->has_stream = v->stream != Py_None;
     d->stream = d->has_stream ? (intptr_t)PyLong_AsSsize_t(v->stream) : 0;
     return 0;
@@ -360,7 +362,7 @@ PyType_Spec caiview_spec = {
 /* from_dlpack                                                         */
 
 const char from_dlpack_doc[] =
-"from_dlpack(x, *, stream=None)\n"
+"from_dlpack(x, *, stream=None, legacy_writable=False)\n"
 "--\n\n"
 "Take a DLPack tensor from a producer (an object with __dlpack__) or a\n"
 "capsule, and return a CAIView that owns it: __cuda_array_interface__ for\n"
@@ -368,11 +370,14 @@ const char from_dlpack_doc[] =
 "the data will be used on (None: legacy default; an int; or an object with\n"
 "__cuda_stream__); it is passed to the producer for CUDA data and reported\n"
 "as the CAI 'stream'.  A producer whose type publishes the DLPack C\n"
-"exchange API is read through it when stream is None or -1.";
+"exchange API is read through it when stream is None or -1 and that gives\n"
+"what x.__dlpack__() would.  A legacy (unversioned) tensor cannot say\n"
+"whether its memory may be written: it is described as read-only, as\n"
+"NumPy imports it, unless legacy_writable=True.";
 
 /* Our own producer: straight to the tensor, ordered as __dlpack__. */
-static PyObject *from_view(cai_state *st, DLPackViewObject *v,
-                           PyObject *stream, int given, intptr_t s)
+static PyObject *from_view(cai_state *st, DLPackViewObject *v, int given,
+                           intptr_t s)
 {
     cai_desc_t d;
     intptr_t consumer;
@@ -382,7 +387,7 @@ static PyObject *from_view(cai_state *st, DLPackViewObject *v,
     PyObject *stream_obj, *result;
 
     view_to_header(v, &d);
-    if (check_stream(st, &d, stream, &consumer) != 0 ||
+    if (check_stream_value(&d, given, s, &consumer) != 0 ||
         order_streams(st, &d, consumer, v->sync) != 0)
         return NULL;
     if (view_tensor(v, 1, 0, &tensor, &err) != 0)
@@ -392,7 +397,7 @@ static PyObject *from_view(cai_state *st, DLPackViewObject *v,
         t->deleter(t);
         return NULL;
     }
-    result = caiview_new(st, t, 1, stream_obj);
+    result = caiview_new(st, t, 1, stream_obj, 0);
     Py_DECREF(stream_obj);
     return result;
 }
@@ -421,7 +426,8 @@ static PyObject *call_dlpack(cai_state *st, PyObject *method,
  * describes: memory of the other kind raises AttributeError before any
  * export, and the export is asked for without a copy. */
 static PyObject *from_producer(cai_state *st, PyObject *x, int given,
-                               intptr_t s, int want_cuda)
+                               intptr_t s, int legacy_writable,
+                               int want_cuda)
 {
     PyObject *device, *method, *stream_obj, *stream_arg, *capsule, *result;
     DLDevice dev;
@@ -488,7 +494,8 @@ static PyObject *from_producer(cai_state *st, PyObject *x, int given,
                      Py_TYPE(x)->tp_name, Py_TYPE(capsule)->tp_name);
         result = NULL;
     } else {
-        result = tensor_from_capsule(st, capsule, stream_obj);
+        result = tensor_from_capsule(st, capsule, stream_obj,
+                                     legacy_writable);
     }
     Py_DECREF(capsule);
     Py_DECREF(stream_obj);
@@ -499,13 +506,14 @@ PyObject *from_dlpack(PyObject *module, PyObject *const *args,
                       Py_ssize_t nargs, PyObject *kwnames)
 {
     cai_state *st = PyModule_GetState(module);
-    PyObject *values[1] = {NULL}, *x, *stream_obj, *result;
+    PyObject *values[2] = {NULL, NULL}, *x, *stream_obj, *result;
     intptr_t s;
-    int given;
+    int given, legacy_writable;
 
     if (check_positional("from_dlpack", nargs, 1) != 0 ||
         parse_keywords("from_dlpack", args + nargs, kwnames,
-                       st->kw_from_dlpack, values, 1) != 0)
+                       st->kw_from_dlpack, values, 2) != 0 ||
+        (legacy_writable = read_flag(values[1], "legacy_writable", 0)) < 0)
         return NULL;
     x = args[0];
     if (read_stream(st, values[0], &given, &s) != 0)
@@ -516,20 +524,27 @@ PyObject *from_dlpack(PyObject *module, PyObject *const *args,
                         "(ambiguous); use 1, 2, a stream handle, or -1");
         return NULL;
     }
+    /* Only these are ever written into a CAI dict (None for -1). */
+    if (given && s < CAI_STREAM_NO_SYNC) {
+        PyErr_Format(PyExc_ValueError,
+                     "stream = %zd is not a stream: use None, -1, 1, 2 or a "
+                     "stream handle", (Py_ssize_t)s);
+        return NULL;
+    }
     if (PyCapsule_CheckExact(x)) {
         if ((stream_obj = given ? reported_stream(1, s) : Py_NewRef(Py_None))
             == NULL)
             return NULL;
-        result = tensor_from_capsule(st, x, stream_obj);
+        result = tensor_from_capsule(st, x, stream_obj, legacy_writable);
         Py_DECREF(stream_obj);
         return result;
     }
     if (is_view(x))
-        return from_view(st, (DLPackViewObject *)x, values[0], given, s);
+        return from_view(st, (DLPackViewObject *)x, given, s);
     if ((!given || s == CAI_STREAM_NO_SYNC) &&
         from_foreign_table(st, x, given, &result))
         return result;
-    return from_producer(st, x, given, s, -1);
+    return from_producer(st, x, given, s, legacy_writable, -1);
 }
 
 /*
@@ -541,7 +556,7 @@ PyObject *from_dlpack(PyObject *module, PyObject *const *args,
 PyObject *caiview_interface_of_producer(cai_state *st, PyObject *obj,
                                         int is_cuda)
 {
-    PyObject *view = from_producer(st, obj, 0, 0, is_cuda), *dict;
+    PyObject *view = from_producer(st, obj, 0, 0, 0, is_cuda), *dict;
     CAIViewObject *v = (CAIViewObject *)view;
     int copied;
 

@@ -326,7 +326,7 @@ PyObject *desc_to_capsule(cai_state *st, const cai_desc_t *desc,
 /* Takes the tensor out of a DLPack capsule, marking the capsule used, into
  * a CAIView reporting stream. */
 PyObject *tensor_from_capsule(cai_state *st, PyObject *capsule,
-                              PyObject *stream)
+                              PyObject *stream, int legacy_writable)
 {
     const char *name = PyCapsule_GetName(capsule);
     void *tensor;
@@ -357,5 +357,8 @@ PyObject *tensor_from_capsule(cai_state *st, PyObject *capsule,
     if (PyCapsule_SetName(capsule, versioned ? CAPSULE_VERSIONED_USED
                                              : CAPSULE_LEGACY_USED) != 0)
         return NULL;
-    return caiview_new(st, tensor, versioned, stream);
+    /* A legacy tensor cannot say whether its memory may be written: read
+     * only, as NumPy imports it, unless the caller knows better. */
+    return caiview_new(st, tensor, versioned, stream,
+                       !versioned && !legacy_writable);
 }

@@ -65,7 +65,12 @@ PyObject *view_new(cai_state *st, PyObject *obj, const cai_desc_t *d,
     v->ndim = d->ndim;
     v->readonly = d->readonly;
     v->version = d->version;
+    /* A zero-size array's strides are moot (any value passes the check):
+     * it is described as contiguous. */
     v->has_strides = d->has_strides;
+    for (i = 0; i < d->ndim && v->has_strides; i++)
+        if (d->shape[i] == 0)
+            v->has_strides = 0;
     v->has_stream = d->has_stream;
     v->stream = d->stream;
     v->sync = sync;
@@ -76,7 +81,7 @@ PyObject *view_new(cai_state *st, PyObject *obj, const cai_desc_t *d,
     for (i = 0; i < d->ndim; i++)
         VIEW_SHAPE(v)[i] = d->shape[i];
     elem = VIEW_ELEMENT_STRIDES(v);
-    if (d->has_strides) {
+    if (v->has_strides) {
         for (i = 0; i < d->ndim; i++)
             VIEW_STRIDES(v)[i] = d->strides[i];
         if (cai_strides_bytes_to_elements(d->ndim, d->shape, d->strides,
@@ -137,23 +142,27 @@ void view_dealloc(PyObject *self)
 /* ------------------------------------------------------------------ */
 /* Copies (copy=True on host memory)                                   */
 
+/* The element's byte offset is kept as an integer and only ever names an
+ * element of the (checked) extent: the pointer never steps past the array,
+ * not even by a stride of an axis of length 1. */
 static void copy_strided(char *dst, const char *src, const cai_desc_t *d,
                          size_t itemsize)
 {
     int64_t index[CAI_MAX_NDIM] = {0};
-    int64_t count = 1;
+    int64_t count = 1, offset = 0;
     int i, ndim = d->ndim;
 
     for (i = 0; i < ndim; i++)
         count *= d->shape[i];
     while (count-- > 0) {
-        memcpy(dst, src, itemsize);
+        memcpy(dst, src + offset, itemsize);
         dst += itemsize;
         for (i = ndim - 1; i >= 0; i--) {
-            src += d->strides[i];
-            if (++index[i] < d->shape[i])
+            if (++index[i] < d->shape[i]) {
+                offset += d->strides[i];
                 break;
-            src -= d->strides[i] * d->shape[i];
+            }
+            offset -= d->strides[i] * (d->shape[i] - 1);
             index[i] = 0;
         }
     }

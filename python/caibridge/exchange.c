@@ -109,7 +109,7 @@ static int xapi_managed_to_py(DLManagedTensorVersioned *tensor,
         delete_tensor(tensor, 1);
         return -1;
     }
-    v = caiview_new(PyModule_GetState(module), tensor, 1, Py_None);
+    v = caiview_new(PyModule_GetState(module), tensor, 1, Py_None, 0);
     Py_DECREF(module);
     *out_py_object = v;
     return v == NULL ? -1 : 0;
@@ -224,10 +224,20 @@ static const DLPackExchangeAPI *foreign_table(cai_state *st, PyObject *x,
                           st->name[N_EXCHANGE_API_OLD]};
     int i;
 
+    /* Only the type's own table: a subclass may override __dlpack__, and
+     * then only __dlpack__ says what the object exports. */
+    PyObject *dict = Py_TYPE(x)->tp_dict;
+
+    if (dict == NULL)
+        return NULL;
     for (i = 0; i < 2; i++) {
-        PyObject *capsule = _PyType_Lookup(Py_TYPE(x), names[i]);
+        PyObject *capsule = PyDict_GetItemWithError(dict, names[i]);
         const DLPackExchangeAPIHeader *h;
 
+        if (capsule == NULL && PyErr_Occurred()) {
+            PyErr_Clear(); /* a str key: never happens; no table then */
+            continue;
+        }
         if (capsule == NULL || !PyCapsule_IsValid(capsule,
                                                   CAPSULE_EXCHANGE_API))
             continue;
@@ -241,6 +251,39 @@ static const DLPackExchangeAPI *foreign_table(cai_state *st, PyObject *x,
         }
     }
     return NULL;
+}
+
+/*
+ * 1 when the table gives what x.__dlpack__() would give.  PyTorch's table
+ * skips the checks its __dlpack__ makes: a tensor that requires grad, or
+ * whose conjugate bit is set (its values would come out un-conjugated),
+ * goes through __dlpack__ instead, which refuses it.  Two C-level reads
+ * on a tensor; on other types, two failed look-ups.
+ */
+int table_agrees(cai_state *st, PyObject *x)
+{
+    PyObject *o, *r;
+    int flag;
+
+    if (cai_lookup_attr(x, st->name[N_REQUIRES_GRAD], &o) < 0)
+        return -1;
+    if (o != NULL) {
+        flag = o == Py_True ? 1 : o == Py_False ? 0 : PyObject_IsTrue(o);
+        Py_DECREF(o);
+        if (flag != 0)
+            return flag < 0 ? -1 : 0;
+    }
+    if (cai_lookup_attr(x, st->name[N_IS_CONJ], &o) < 0)
+        return -1;
+    if (o == NULL)
+        return 1;
+    r = PyObject_CallNoArgs(o);
+    Py_DECREF(o);
+    if (r == NULL)
+        return -1;
+    flag = r == Py_False ? 0 : r == Py_True ? 1 : PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return flag < 0 ? -1 : !flag;
 }
 
 /* The tensor of x through api, in a CAIView. */
@@ -281,7 +324,7 @@ static PyObject *from_table(cai_state *st, PyObject *x,
         t->deleter(t);
         return NULL;
     }
-    result = caiview_new(st, t, 1, stream_obj);
+    result = caiview_new(st, t, 1, stream_obj, 0);
     Py_DECREF(stream_obj);
     return result;
 }
@@ -297,9 +340,16 @@ int from_foreign_table(cai_state *st, PyObject *x, int given,
 {
     PyObject *holder;
     const DLPackExchangeAPI *api = foreign_table(st, x, &holder);
+    int agrees;
 
     if (api == NULL)
         return 0;
+    /* Where the table would differ from __dlpack__, __dlpack__ decides. */
+    if ((agrees = table_agrees(st, x)) <= 0) {
+        Py_DECREF(holder);
+        *result = NULL;
+        return agrees < 0;
+    }
     *result = from_table(st, x, api, given);
     Py_DECREF(holder);
     return 1;

@@ -283,6 +283,9 @@ static const char *const name_text[N_COUNT] = {
     [N_MAX_VERSION] = "max_version",
     [N_DL_DEVICE] = "dl_device",
     [N_COPY] = "copy",
+    [N_LEGACY_WRITABLE] = "legacy_writable",
+    [N_REQUIRES_GRAD] = "requires_grad",
+    [N_IS_CONJ] = "is_conj",
 };
 
 static int module_traverse(PyObject *module, visitproc visit, void *arg)
@@ -361,6 +364,7 @@ static int intern_names(cai_state *st)
     st->kw_dlpack[2] = st->name[N_DL_DEVICE];
     st->kw_dlpack[3] = st->name[N_COPY];
     st->kw_from_dlpack[0] = st->name[F_STREAM];
+    st->kw_from_dlpack[1] = st->name[N_LEGACY_WRITABLE];
     st->kw_stream_max_version =
         PyTuple_Pack(2, st->name[F_STREAM], st->name[N_MAX_VERSION]);
     st->kw_stream = PyTuple_Pack(1, st->name[F_STREAM]);

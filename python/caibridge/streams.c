@@ -8,22 +8,17 @@
 #include "caibridge_module.h"
 
 /*
- * The consumer-stream rules of __dlpack__ (DLPack Python spec, "stream"):
- * host memory takes no stream; CUDA memory takes None (the legacy default
- * stream), -1 (no ordering) or a stream handle, never 0.  Writes the stream
- * the consumer will use (CAI_STREAM_NO_SYNC for none) to *consumer.
+ * The consumer-stream rules of __dlpack__ (DLPack Python spec, "stream") for
+ * a stream already read (given = 0: None): host memory takes no stream at
+ * all; CUDA memory takes None (the legacy default stream), -1 (no
+ * ordering) or a stream handle, never 0.  Writes the stream the consumer
+ * will use (CAI_STREAM_NO_SYNC for none) to *consumer.
  */
-int check_stream(cai_state *st, const cai_desc_t *d, PyObject *arg,
-                 intptr_t *consumer)
+int check_stream_value(const cai_desc_t *d, int given, intptr_t s,
+                       intptr_t *consumer)
 {
-    int given = 0;
-    intptr_t s = 0;
-
-    if (arg != NULL && arg != Py_None &&
-        read_stream(st, arg, &given, &s) != 0)
-        return -1;
     if (d->device.device_type == kDLCPU) {
-        if (given && s != CAI_STREAM_NO_SYNC) {
+        if (given) {
             PyErr_Format(PyExc_BufferError,
                          "stream = %zd was given for host memory (kDLCPU); "
                          "only None is valid there", (Py_ssize_t)s);
@@ -49,6 +44,19 @@ int check_stream(cai_state *st, const cai_desc_t *d, PyObject *arg,
     }
     *consumer = s;
     return 0;
+}
+
+/* check_stream_value for a stream argument not read yet. */
+int check_stream(cai_state *st, const cai_desc_t *d, PyObject *arg,
+                 intptr_t *consumer)
+{
+    int given = 0;
+    intptr_t s = 0;
+
+    if (arg != NULL && arg != Py_None &&
+        read_stream(st, arg, &given, &s) != 0)
+        return -1;
+    return check_stream_value(d, given, s, consumer);
 }
 
 /* Makes the consumer's stream wait for the producer's unless ordering is

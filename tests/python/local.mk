@@ -28,6 +28,10 @@ CAI_PYTHON_TESTS += tests/python/test_subinterpreters.py
 CAI_PYTHON_TESTS += tests/python/test_stubs.py \
 	tests/python/test_free_threading.py
 
+# The array interface read as NumPy reads it; NumPy as the oracle.
+CAI_PYTHON_TESTS += tests/python/test_interface_semantics.py \
+	tests/python/test_numpy_oracle.py
+
 EXTRA_DIST += $(CAI_PYTHON_TESTS) tests/python/conftest.py \
 	tests/python/pip-install.sh tests/python/tapreport.py \
 	tests/python/xconsumer.c tests/python/run-subinterp.sh
