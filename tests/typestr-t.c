@@ -24,6 +24,7 @@ static const struct good goods[] = {
      * for one byte, and leading zeros are a size like any other. */
     {"f4", kDLFloat, 32, "<f4"},       {"u1", kDLUInt, 8, "|u1"},
     {">u1", kDLUInt, 8, "|u1"},        {">b1", kDLBool, 8, "|b1"},
+    {">i1", kDLInt, 8, "|i1"},
     {"<f04", kDLFloat, 32, "<f4"},
 };
 

@@ -207,6 +207,11 @@ int read_stream(cai_state *st, PyObject *o, int *given, intptr_t *out)
                          "cudaStream_t is never negative", (long long)v);
             return -1;
         }
+        /* A raw cudaStream_t: 0 is the NULL stream, which the runtime
+         * reads as the legacy default stream (torch's default_stream()
+         * gives (0, 0)); only the bare integer 0 is ambiguous. */
+        if (v == 0)
+            v = CAI_STREAM_LEGACY;
     } else if (read_int64(o, "stream", -1, &v) != 0) {
         return -1;
     }
@@ -280,6 +285,10 @@ int check_dl_device(cai_state *st, PyObject *dl_device, DLDevice have)
     if (want.device_type == have.device_type &&
         want.device_id == have.device_id)
         return 0;
+    /* Pinned and managed memory are host memory too. */
+    if (want.device_type == kDLCPU && want.device_id == 0 &&
+        (have.device_type == kDLCUDAHost || have.device_type == kDLCUDAManaged))
+        return 1;
     PyErr_Format(PyExc_BufferError,
                  "dl_device = (%d, %d): the data lives on (%s, %d) and "
                  "caibridge does not move data between devices",

@@ -243,11 +243,16 @@ int check_stream_value(const cai_desc_t *d, int given, intptr_t s,
                        intptr_t *consumer);
 int order_streams(cai_state *st, const cai_desc_t *d, intptr_t consumer,
                   int sync);
+int fence_at_view(cai_state *st, const cai_desc_t *d, int sync,
+                  cai_fence_t **out);
+int edge_owner(const cai_fence_t *fence, intptr_t consumer, void **owner,
+               cai_release_fn *release);
 PyObject *reported_stream(int given, intptr_t s);
 
 /* capsule.c */
 extern const char CAPSULE_LEGACY[], CAPSULE_VERSIONED[];
 void release_pyobject(void *owner);
+int release_queue_init(void);
 cai_home *home_new(PyObject *module);
 void home_release(cai_home *home);
 int owner_away(cai_home *home, PyObject *obj, void **owner,
@@ -312,6 +317,9 @@ typedef struct {
     intptr_t stream;
     cai_state *st;  /* the module's state (the type keeps the module) */
     cai_home *home; /* the module's (NULL in the main interpreter) */
+    /* A point in the producer's stream taken when the view was made, or
+     * NULL when there is nothing to order; hand-overs wait on it. */
+    cai_fence_t *fence;
     int64_t dims[];
 } DLPackViewObject;
 
@@ -338,13 +346,23 @@ static inline int is_view(PyObject *o)
     return Py_TYPE(o)->tp_dealloc == view_dealloc;
 }
 
+static inline int no_owner_memory(cai_error_t *err)
+{
+    err->status = CAI_ENOMEM;
+    err->field[0] = '\0';
+    snprintf(err->message, sizeof err->message,
+             "no memory for the tensor's owner");
+    return -1;
+}
+
 /*
  * A tensor viewing v's data, holding a reference to v (taken here).  The
  * view was checked when made and keeps its element strides, so the core
  * builds the tensor without checking it again.
  */
 static inline int view_tensor(DLPackViewObject *v, int versioned,
-                              unsigned options, void **out, cai_error_t *err)
+                              unsigned options, intptr_t consumer, void **out,
+                              cai_error_t *err)
 {
     cai_release_fn release = release_pyobject;
     void *owner = v;
@@ -359,16 +377,24 @@ static inline int view_tensor(DLPackViewObject *v, int versioned,
     t.byte_offset = 0;
     Py_INCREF(v);
     if (v->home != NULL &&
-        owner_away(v->home, (PyObject *)v, &owner, &release) != 0) {
-        err->status = CAI_ENOMEM;
-        err->field[0] = '\0';
-        snprintf(err->message, sizeof err->message,
-                 "no memory for the tensor's owner");
-        return -1;
+        owner_away(v->home, (PyObject *)v, &owner, &release) != 0)
+        return no_owner_memory(err);
+    /* Ordered for a consumer stream: its release orders the producer's
+     * stream after the consumer's work (the reverse edge). */
+    if (consumer != CAI_STREAM_NO_SYNC && v->fence != NULL &&
+        edge_owner(v->fence, consumer, &owner, &release) != 0) {
+        release(owner);
+        return no_owner_memory(err);
     }
     return cai_tensor_new(&t, v->readonly, versioned, options, owner,
                           release, out, err);
 }
+
+/* streams.c, for views: the consumer's stream waits on the view's fence
+ * (-1: nothing); the host waits on it (a CPU consumer of host-accessible
+ * memory). */
+int view_order(cai_state *st, const DLPackViewObject *v, intptr_t consumer);
+int view_host_sync(cai_state *st, const DLPackViewObject *v);
 
 /* caiview.c */
 extern PyType_Spec caiview_spec;
@@ -392,7 +418,6 @@ extern const DLPackExchangeAPI view_exchange_api, caiview_exchange_api,
     bridge_exchange_api;
 int exchange_publish(cai_state *st, PyTypeObject *type,
                      const DLPackExchangeAPI *api);
-int table_agrees(cai_state *st, PyObject *x);
 int from_foreign_table(cai_state *st, PyObject *x, int given,
                        PyObject **result);
 

@@ -9,6 +9,8 @@
  */
 #include "caibridge_module.h"
 
+#include <string.h>
+
 #if PY_VERSION_HEX < 0x030C0000
 #include <structmember.h>
 #define Py_T_PYSSIZET T_PYSSIZET
@@ -370,10 +372,51 @@ const char from_dlpack_doc[] =
 "the data will be used on (None: legacy default; an int; or an object with\n"
 "__cuda_stream__); it is passed to the producer for CUDA data and reported\n"
 "as the CAI 'stream'.  A producer whose type publishes the DLPack C\n"
-"exchange API is read through it when stream is None or -1 and that gives\n"
-"what x.__dlpack__() would.  A legacy (unversioned) tensor cannot say\n"
-"whether its memory may be written: it is described as read-only, as\n"
-"NumPy imports it, unless legacy_writable=True.";
+"exchange API is read through it when stream is None or -1, and the CAI\n"
+"'stream' is then the one its table says the data is ready on.  stream=-1\n"
+"is refused for CUDA data that comes through __dlpack__ or a capsule: the\n"
+"producer's stream is unknown there, and 'stream: None' would claim the\n"
+"data is ready.\n"
+"A legacy (unversioned) tensor cannot say whether its memory may be\n"
+"written: it is described as read-only, as NumPy imports it, unless\n"
+"legacy_writable=True.";
+
+/* CAI has no way to say "not ordered, on an unknown stream". */
+static PyObject *unordered_error(void)
+{
+    PyErr_SetString(PyExc_ValueError,
+                    "stream = -1 asks the producer not to order its work, "
+                    "and it does not say which stream that work is on: the "
+                    "CAI dict could only say 'stream: None', which means "
+                    "the data is ready.  Pass the stream the data will be "
+                    "used on (None: the legacy default stream)");
+    return NULL;
+}
+
+/* 1 when an unused DLPack capsule holds a tensor on a CUDA device.  A
+ * versioned tensor of another major version is not read (0). */
+static int capsule_on_cuda(PyObject *capsule)
+{
+    const char *name = PyCapsule_GetName(capsule);
+
+    if (name == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (strcmp(name, CAPSULE_VERSIONED) == 0) {
+        const DLManagedTensorVersioned *t =
+            PyCapsule_GetPointer(capsule, name);
+
+        return t != NULL && t->version.major == DLPACK_MAJOR_VERSION &&
+               is_cuda_device(t->dl_tensor.device.device_type);
+    }
+    if (strcmp(name, CAPSULE_LEGACY) == 0) {
+        const DLManagedTensor *t = PyCapsule_GetPointer(capsule, name);
+
+        return t != NULL && is_cuda_device(t->dl_tensor.device.device_type);
+    }
+    return 0;
+}
 
 /* Our own producer: straight to the tensor, ordered as __dlpack__. */
 static PyObject *from_view(cai_state *st, DLPackViewObject *v, int given,
@@ -388,12 +431,19 @@ static PyObject *from_view(cai_state *st, DLPackViewObject *v, int given,
 
     view_to_header(v, &d);
     if (check_stream_value(&d, given, s, &consumer) != 0 ||
-        order_streams(st, &d, consumer, v->sync) != 0)
+        view_order(st, v, consumer) != 0)
         return NULL;
-    if (view_tensor(v, 1, 0, &tensor, &err) != 0)
+    if (view_tensor(v, 1, 0, consumer, &tensor, &err) != 0)
         return raise_status(st, &err);
     t = tensor;
-    if ((stream_obj = reported_stream(given, s)) == NULL) {
+    /* -1: nothing was ordered, so the data is ready where the producer
+     * said (None when it named no stream). */
+    if (given && s == CAI_STREAM_NO_SYNC && v->has_stream &&
+        is_cuda_device(v->device.device_type))
+        stream_obj = PyLong_FromSsize_t((Py_ssize_t)v->stream);
+    else
+        stream_obj = reported_stream(given, s);
+    if (stream_obj == NULL) {
         t->deleter(t);
         return NULL;
     }
@@ -466,6 +516,10 @@ static PyObject *from_producer(cai_state *st, PyObject *x, int given,
         return NULL;
     }
     if (is_cuda_device(dev.device_type)) {
+        if (given && s == CAI_STREAM_NO_SYNC) {
+            Py_DECREF(method);
+            return unordered_error();
+        }
         if ((stream_obj = reported_stream(given, s)) == NULL) {
             Py_DECREF(method);
             return NULL;
@@ -532,6 +586,8 @@ PyObject *from_dlpack(PyObject *module, PyObject *const *args,
         return NULL;
     }
     if (PyCapsule_CheckExact(x)) {
+        if (given && s == CAI_STREAM_NO_SYNC && capsule_on_cuda(x))
+            return unordered_error();
         if ((stream_obj = given ? reported_stream(1, s) : Py_NewRef(Py_None))
             == NULL)
             return NULL;

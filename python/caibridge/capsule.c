@@ -10,6 +10,7 @@
  */
 #include "caibridge_module.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +42,130 @@ static inline PyThreadState *attached_here(void)
 }
 
 /*
+ * Owners released on a thread that does not hold the GIL.  Such a thread
+ * must never wait for the GIL: if the interpreter starts finalizing while
+ * it waits, CPython ends it with a forced unwind (pthread_exit), which a
+ * C++ noexcept frame of the caller (a thread pool's task runner) turns into
+ * std::terminate; and a check for finalization before waiting is a race.
+ * So the owner is queued here and one pending call (Py_AddPendingCall
+ * needs no GIL) drops the queue in the main thread.  The interpreter's
+ * exit (an atexit hook) drops what is queued and closes the queue: owners
+ * released after that are left to the end of the process, by design.
+ *
+ * Process-wide, not module state: pending calls and the hook belong to the
+ * main interpreter, and the lock makes the hook and a release exclusive,
+ * so no release touches the interpreter once the hook has run.  Until the
+ * hook is registered (the module imported only in a sub-interpreter), a
+ * release takes the GIL as before.
+ */
+struct released {
+    struct released *next;
+    PyObject *owner;
+};
+
+static pthread_mutex_t release_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct released *release_queue; /* guarded by release_lock */
+static int release_scheduled;          /* a pending call is queued */
+static int release_hooked;             /* the atexit hook is registered */
+static int release_closed;             /* the interpreter is exiting */
+
+/* Drops the queued owners; the GIL is held.  Releasing one may run Python
+ * code that releases more: they go straight through (this thread holds
+ * the GIL) or into a queue that the next pending call drains. */
+static int drain_released(void *unused)
+{
+    struct released *r;
+
+    (void)unused;
+    pthread_mutex_lock(&release_lock);
+    r = release_queue;
+    release_queue = NULL;
+    release_scheduled = 0;
+    pthread_mutex_unlock(&release_lock);
+    while (r != NULL) {
+        struct released *next = r->next;
+
+        Py_DECREF(r->owner);
+        PyMem_RawFree(r);
+        r = next;
+    }
+    return 0;
+}
+
+/* The atexit hook: from here on the interpreter is left alone. */
+static PyObject *close_release_queue(PyObject *unused, PyObject *noargs)
+{
+    (void)unused;
+    (void)noargs;
+    pthread_mutex_lock(&release_lock);
+    release_closed = 1;
+    pthread_mutex_unlock(&release_lock);
+    drain_released(NULL);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef close_release_queue_def = {
+    "_close_release_queue", close_release_queue, METH_NOARGS,
+    "Drops the owners released on other threads; later ones are left."};
+
+/* Registers the hook once per process, from the main interpreter. */
+int release_queue_init(void)
+{
+    PyObject *atexit, *hook, *done;
+    int hooked;
+
+    if (PyInterpreterState_Get() != PyInterpreterState_Main())
+        return 0;
+    pthread_mutex_lock(&release_lock);
+    hooked = release_hooked;
+    pthread_mutex_unlock(&release_lock);
+    if (hooked)
+        return 0;
+    if ((atexit = PyImport_ImportModule("atexit")) == NULL)
+        return -1;
+    hook = PyCFunction_New(&close_release_queue_def, NULL);
+    done = hook == NULL ? NULL
+                        : PyObject_CallMethod(atexit, "register", "O", hook);
+    Py_XDECREF(hook);
+    Py_DECREF(atexit);
+    if (done == NULL)
+        return -1;
+    Py_DECREF(done);
+    pthread_mutex_lock(&release_lock);
+    release_hooked = 1;
+    pthread_mutex_unlock(&release_lock);
+    return 0;
+}
+
+/* Queues owner for the main thread; 0 when queued or deliberately left
+ * (the interpreter is exiting), -1 when there is no hook yet. */
+static int defer_release(PyObject *owner)
+{
+    struct released *r;
+    int rc = 0;
+
+    pthread_mutex_lock(&release_lock);
+    if (!release_hooked) {
+        rc = -1;
+    } else if (!release_closed) {
+        /* Out of memory: the owner is leaked rather than risk a wait. */
+        if ((r = PyMem_RawMalloc(sizeof *r)) != NULL) {
+            r->owner = owner;
+            r->next = release_queue;
+            release_queue = r;
+        }
+        /* Under the lock, so the hook cannot run in between and the
+         * interpreter is still whole.  A full pending-call table leaves
+         * the flag clear: the next release, or the hook, tries again. */
+        if (!release_scheduled &&
+            Py_AddPendingCall(drain_released, NULL) == 0)
+            release_scheduled = 1;
+    }
+    pthread_mutex_unlock(&release_lock);
+    return rc;
+}
+
+/*
  * Drops obj, which belongs to interp, from a thread attached to another
  * interpreter (here) or to none (NULL): a thread state of interp is made
  * for the drop, the way the C API switches interpreters.
@@ -64,28 +189,34 @@ static void release_in(PyInterpreterState *interp, PyObject *obj,
 
 /*
  * Drops the reference a tensor held on its Python owner, made in the main
- * interpreter.  A deleter may run on any thread, in any interpreter, and
- * after shutdown has begun; then the reference is deliberately leaked, as
- * touching the runtime would crash.
+ * interpreter, on any thread.  Most deleters run where that GIL is already
+ * held (a capsule or view dying): the owner goes at once.  A thread
+ * attached to another interpreter switches to the main one for the drop.
+ * A thread attached to none never waits for the GIL: the owner is queued
+ * for the main thread.  After finalization has begun the reference is
+ * deliberately leaked, as touching the runtime would crash.
  */
 void release_pyobject(void *owner)
 {
     PyThreadState *here;
     PyGILState_STATE gil;
 
-    if (!Py_IsInitialized() || cai_is_finalizing())
-        return;
     here = attached_here();
-    /* Most deleters run where the GIL is already held (a capsule or view
-     * dying): then Ensure/Release, a third of a hand-over, is not needed. */
     if (here != NULL && here->interp == PyInterpreterState_Main()) {
-        Py_DECREF((PyObject *)owner);
+        if (!cai_is_finalizing())
+            Py_DECREF((PyObject *)owner);
         return;
     }
     if (here != NULL) {
-        release_in(PyInterpreterState_Main(), owner, here);
+        if (Py_IsInitialized() && !cai_is_finalizing())
+            release_in(PyInterpreterState_Main(), owner, here);
         return;
     }
+    if (defer_release(owner) == 0)
+        return;
+    /* No hook, so no queue: the module lives only in sub-interpreters. */
+    if (!Py_IsInitialized() || cai_is_finalizing())
+        return;
     gil = PyGILState_Ensure();
     Py_DECREF((PyObject *)owner);
     PyGILState_Release(gil);

@@ -77,6 +77,7 @@ PyObject *view_new(cai_state *st, PyObject *obj, const cai_desc_t *d,
     v->readonly_legacy_ok = readonly_legacy_ok;
     v->st = st;
     v->home = st->home;
+    v->fence = NULL;
     /* Loops, not memcpy: a call costs more than a few extents. */
     for (i = 0; i < d->ndim; i++)
         VIEW_SHAPE(v)[i] = d->shape[i];
@@ -103,6 +104,10 @@ PyObject *view_new(cai_state *st, PyObject *obj, const cai_desc_t *d,
                 __builtin_mul_overflow(step, d->shape[i], &step))
                 step = INT64_MAX;
         }
+    }
+    if (d->has_stream && fence_at_view(st, d, sync, &v->fence) != 0) {
+        Py_DECREF(v);
+        return NULL;
     }
     PyObject_GC_Track(v);
     return (PyObject *)v;
@@ -135,6 +140,9 @@ void view_dealloc(PyObject *self)
     if (((DLPackViewObject *)self)->weakrefs != NULL)
         PyObject_ClearWeakRefs(self);
     view_clear(self);
+    /* Nobody can wait on it any more: every tensor holds the view. */
+    if (((DLPackViewObject *)self)->fence != NULL)
+        (void)cai_fence_destroy(((DLPackViewObject *)self)->fence, NULL);
     type->tp_free(self);
     Py_DECREF(type);
 }
@@ -239,25 +247,36 @@ PyObject *copy_to_capsule(cai_state *st, const cai_desc_t *d, int versioned)
 /* __dlpack__                                                          */
 
 /* The capsule for one __dlpack__ request; every request is independent and
- * holds its own reference to the view (and so to the producer). */
+ * holds its own reference to the view (and so to the producer).  to_host:
+ * host-accessible memory asked for as kDLCPU. */
 #if defined(__GNUC__)
 __attribute__((noinline)) /* keeps its descriptor off view_export's stack */
 #endif
 static PyObject *view_export_slow(cai_state *st, DLPackViewObject *v,
                                   PyObject *stream, int versioned, int copy,
-                                  int sync, int streams)
+                                  int to_host)
 {
     cai_desc_t d;
     intptr_t consumer = CAI_STREAM_NO_SYNC;
     cai_error_t err;
     void *tensor;
+    int given = stream != NULL && stream != Py_None;
+    /* A consumer on the CPU reads pinned or managed memory at once: the
+     * host waits for the producer.  It says so with dl_device=(kDLCPU, 0),
+     * or by passing no stream, as NumPy does. */
+    int host_wait = !given && (to_host ||
+                               v->device.device_type == kDLCUDAHost ||
+                               v->device.device_type == kDLCUDAManaged);
 
-    if (streams) {
-        view_to_header(v, &d);
-        if (check_stream(st, &d, stream, &consumer) != 0)
-            return NULL;
+    view_to_header(v, &d);
+    if (to_host) {
+        d.device.device_type = kDLCPU;
+        d.device.device_id = 0;
     }
-    if (copy && v->device.device_type != kDLCPU) {
+    if ((given || v->has_stream) &&
+        check_stream(st, &d, stream, &consumer) != 0)
+        return NULL;
+    if (copy && d.device.device_type != kDLCPU) {
         PyErr_Format(PyExc_BufferError,
                      "copy=True: a copy of device memory (device type %d) is "
                      "not supported; only host arrays are copied",
@@ -266,16 +285,27 @@ static PyObject *view_export_slow(cai_state *st, DLPackViewObject *v,
     }
     if (!copy && !versioned && v->readonly && !v->readonly_legacy_ok)
         return readonly_legacy_error();
-    if (streams && order_streams(st, &d, consumer, sync) != 0)
+    if (host_wait ? view_host_sync(st, v) != 0
+                  : view_order(st, v, consumer) != 0)
         return NULL;
     if (copy) {
         view_to_desc(v, &d);
+        d.device.device_type = kDLCPU;
+        d.device.device_id = 0;
         return copy_to_capsule(st, &d, versioned);
     }
     if (view_tensor(v, versioned,
                     v->readonly_legacy_ok ? CAI_OPT_LEGACY_READONLY_OK : 0,
-                    &tensor, &err) != 0)
+                    host_wait ? CAI_STREAM_NO_SYNC : consumer, &tensor,
+                    &err) != 0)
         return raise_status(st, &err);
+    if (to_host) {
+        DLTensor *t = versioned
+                          ? &((DLManagedTensorVersioned *)tensor)->dl_tensor
+                          : &((DLManagedTensor *)tensor)->dl_tensor;
+
+        t->device = d.device;
+    }
     return tensor_capsule(tensor, versioned);
 }
 
@@ -283,22 +313,21 @@ static PyObject *view_export_slow(cai_state *st, DLPackViewObject *v,
  * descriptor: the view's checked layout goes straight to the core. */
 static inline PyObject *view_export(cai_state *st, DLPackViewObject *v,
                                     PyObject *stream, int versioned, int copy,
-                                    int sync)
+                                    int to_host)
 {
     cai_error_t err;
     void *tensor;
+
     /* No stream on either side: nothing to check (no error is possible
      * without one) and nothing to order. */
-    int streams = (stream != NULL && stream != Py_None) || v->has_stream;
-
-    if (streams || copy)
-        return view_export_slow(st, v, stream, versioned, copy, sync,
-                                streams);
+    if ((stream != NULL && stream != Py_None) || v->has_stream || copy ||
+        to_host)
+        return view_export_slow(st, v, stream, versioned, copy, to_host);
     if (!versioned && v->readonly && !v->readonly_legacy_ok)
         return readonly_legacy_error();
     if (view_tensor(v, versioned,
                     v->readonly_legacy_ok ? CAI_OPT_LEGACY_READONLY_OK : 0,
-                    &tensor, &err) != 0)
+                    CAI_STREAM_NO_SYNC, &tensor, &err) != 0)
         return raise_status(st, &err);
     return tensor_capsule(tensor, versioned);
 }
@@ -311,7 +340,7 @@ static PyObject *view_dlpack(PyObject *self, PyObject *const *args,
     DLPackViewObject *v = (DLPackViewObject *)self;
     cai_state *st = v->st;
     PyObject *values[4] = {NULL, NULL, NULL, NULL};
-    int versioned, copy;
+    int versioned, copy, to_host = 0;
 
     if (check_positional("__dlpack__", nargs, 0) != 0 ||
         match_keywords("__dlpack__", args + nargs, kwnames, st->kw_dlpack,
@@ -319,11 +348,11 @@ static PyObject *view_dlpack(PyObject *self, PyObject *const *args,
         return NULL;
     if ((versioned = wants_versioned(values[1])) < 0)
         return NULL;
-    if (check_dl_device(st, values[2], v->device) != 0)
+    if ((to_host = check_dl_device(st, values[2], v->device)) < 0)
         return NULL;
     if ((copy = read_copy(values[3])) < 0)
         return NULL;
-    return view_export(st, v, values[0], versioned, copy, v->sync);
+    return view_export(st, v, values[0], versioned, copy, to_host);
 }
 
 static PyObject *view_dlpack_device(PyObject *self, PyObject *unused)
@@ -367,8 +396,11 @@ PyDoc_STRVAR(view_dlpack_doc,
 "else a legacy one ('dltensor').  Each call hands out an independent capsule\n"
 "holding a reference to the producer until its deleter runs.  For CUDA\n"
 "memory, stream is the consumer's stream (None: legacy default, -1: no\n"
-"ordering; 0 is refused); for host memory it must be None.  copy=True makes\n"
-"a C-contiguous host copy marked IS_COPIED; copy=False never copies.");
+"ordering; 0 is refused); it waits for the producer's work queued before\n"
+"the view was made.  For host memory stream must be None.  Pinned and\n"
+"managed memory with no stream, or asked for as dl_device=(1, 0), make the\n"
+"host wait instead.  copy=True makes a C-contiguous host copy marked\n"
+"IS_COPIED; copy=False never copies.");
 
 PyDoc_STRVAR(view_dlpack_device_doc,
 "__dlpack_device__($self, /)\n--\n\n"

@@ -77,6 +77,22 @@ static DLPackViewObject *xapi_view(PyObject *o)
     return (DLPackViewObject *)o;
 }
 
+/*
+ * The table's stream contract: what it hands out is safe to use on the
+ * stream xapi_current_work_stream reports, the legacy default stream.  So
+ * that stream waits, on the device, for the producer's work (the host does
+ * not block) on the fence taken when the view was made; a view made with
+ * sync=False has none and is handed out unordered, as the user chose.
+ * Every hand-over waits: a consumer may launch on the reported stream at
+ * once.
+ */
+static inline int xapi_order(DLPackViewObject *v)
+{
+    return v->fence == NULL ? 0
+                            : view_order(type_state(Py_TYPE(v)), v,
+                                         CAI_STREAM_LEGACY);
+}
+
 static int xapi_managed_from_py(void *py_object,
                                 DLManagedTensorVersioned **out)
 {
@@ -86,9 +102,10 @@ static int xapi_managed_from_py(void *py_object,
     void *tensor;
 
     *out = NULL;
-    if ((v = xapi_view(o)) == NULL)
+    if ((v = xapi_view(o)) == NULL || xapi_order(v) != 0)
         return -1;
-    if (view_tensor(v, 1, 0, &tensor, &err) != 0) {
+    /* Released, the producer's stream waits for the legacy one. */
+    if (view_tensor(v, 1, 0, CAI_STREAM_LEGACY, &tensor, &err) != 0) {
         raise_status(type_state(Py_TYPE(o)), &err);
         return -1;
     }
@@ -102,15 +119,21 @@ static int xapi_managed_to_py(DLManagedTensorVersioned *tensor,
                               void **out_py_object)
 {
     PyObject *module = PyImport_ImportModule("caibridge._core");
-    PyObject *v;
+    PyObject *v, *legacy_stream = PyLong_FromLong(CAI_STREAM_LEGACY);
 
-    if (module == NULL) {
+    if (module == NULL || legacy_stream == NULL) {
+        Py_XDECREF(module);
+        Py_XDECREF(legacy_stream);
         *out_py_object = NULL;
         delete_tensor(tensor, 1);
         return -1;
     }
-    v = caiview_new(PyModule_GetState(module), tensor, 1, Py_None, 0);
+    /* CUDA data is ready on our work stream, the legacy one (caiview_new
+     * reports None for host data). */
+    v = caiview_new(PyModule_GetState(module), tensor, 1, legacy_stream,
+                    0);
     Py_DECREF(module);
+    Py_DECREF(legacy_stream);
     *out_py_object = v;
     return v == NULL ? -1 : 0;
 }
@@ -121,7 +144,7 @@ static int xapi_dltensor_from_py(void *py_object, DLTensor *out)
     PyObject *o = py_object;
     DLPackViewObject *v;
 
-    if ((v = xapi_view(o)) == NULL)
+    if ((v = xapi_view(o)) == NULL || xapi_order(v) != 0)
         return -1;
     out->data = v->data;
     out->device = v->device;
@@ -133,11 +156,14 @@ static int xapi_dltensor_from_py(void *py_object, DLTensor *out)
     return 0;
 }
 
-/* caibridge keeps no stream of its own: work goes on the default stream. */
+/* caibridge keeps no stream of its own: CUDA work goes on the legacy
+ * default stream, named by its handle (1), never NULL, which a consumer
+ * built with per-thread default streams would take for its own stream. */
 static int xapi_current_work_stream(DLDeviceType device_type,
                                     int32_t device_id, void **out)
 {
-    *out = NULL;
+    (void)device_id;
+    *out = is_cuda_device(device_type) ? (void *)CAI_STREAM_LEGACY : NULL;
     return 0;
 }
 
@@ -260,7 +286,7 @@ static const DLPackExchangeAPI *foreign_table(cai_state *st, PyObject *x,
  * goes through __dlpack__ instead, which refuses it.  Two C-level reads
  * on a tensor; on other types, two failed look-ups.
  */
-int table_agrees(cai_state *st, PyObject *x)
+static int table_agrees(cai_state *st, PyObject *x)
 {
     PyObject *o, *r;
     int flag;
@@ -286,7 +312,10 @@ int table_agrees(cai_state *st, PyObject *x)
     return flag < 0 ? -1 : !flag;
 }
 
-/* The tensor of x through api, in a CAIView. */
+/* The tensor of x through api, in a CAIView.  The export orders nothing:
+ * the CAI stream reported is the one the table says the data is ready on
+ * (its NULL default stream is the legacy one), so a CAI consumer orders
+ * itself after it, whichever of None and -1 was given. */
 static PyObject *from_table(cai_state *st, PyObject *x,
                             const DLPackExchangeAPI *api, int given)
 {
@@ -301,11 +330,8 @@ static PyObject *from_table(cai_state *st, PyObject *x,
         return NULL;
     }
     __atomic_fetch_add(&st->foreign_table_imports, 1, __ATOMIC_RELAXED);
-    if (given) {
-        stream_obj = Py_NewRef(Py_None);
-    } else if (is_cuda_device(t->dl_tensor.device.device_type)) {
-        /* No-sync export: the data is ready on the producer's current
-         * stream, which consumers of the CAI must wait on. */
+    (void)given;
+    if (is_cuda_device(t->dl_tensor.device.device_type)) {
         if (api->current_work_stream(t->dl_tensor.device.device_type,
                                      t->dl_tensor.device.device_id,
                                      &work) != 0) {
@@ -331,8 +357,8 @@ static PyObject *from_table(cai_state *st, PyObject *x,
 
 /*
  * from_dlpack through type(x)'s exchange API table (stream None or -1):
- * 1 with *result set (NULL on error) when type(x) has a usable table, else
- * 0.  The table's capsule is held while the table runs, which may run
+ * 1 with *result set (NULL on error) when type(x) has a usable table that
+ * gives what x.__dlpack__() would, else 0.  The table's capsule is held while the table runs, which may run
  * Python code.
  */
 int from_foreign_table(cai_state *st, PyObject *x, int given,
@@ -344,13 +370,10 @@ int from_foreign_table(cai_state *st, PyObject *x, int given,
 
     if (api == NULL)
         return 0;
-    /* Where the table would differ from __dlpack__, __dlpack__ decides. */
-    if ((agrees = table_agrees(st, x)) <= 0) {
-        Py_DECREF(holder);
-        *result = NULL;
-        return agrees < 0;
-    }
-    *result = from_table(st, x, api, given);
+    if ((agrees = table_agrees(st, x)) > 0)
+        *result = from_table(st, x, api, given);
+    else
+        *result = NULL; /* an error, or 0: __dlpack__ decides */
     Py_DECREF(holder);
-    return 1;
+    return agrees != 0;
 }

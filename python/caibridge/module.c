@@ -121,8 +121,18 @@ int request_prepare(cai_state *st, cai_desc_t *d, const cai_request_t *req)
      * without one) and nothing to order. */
     int streams = req->stream != NULL || d->has_stream;
 
-    if (check_dl_device(st, req->dl_device, d->device) != 0)
+    int to_host = check_dl_device(st, req->dl_device, d->device);
+
+    if (to_host < 0)
         return -1;
+    if (to_host) {
+        /* The host wait for a CPU consumer lives in the view (its fence). */
+        PyErr_SetString(PyExc_BufferError,
+                        "dl_device = (kDLCPU, 0) for pinned or managed "
+                        "memory: use as_dlpack(obj).__dlpack__(dl_device=...), "
+                        "which makes the host wait for the producer");
+        return -1;
+    }
     if (streams && check_stream(st, d, req->stream, &consumer) != 0)
         return -1;
     if (req->copy && d->device.device_type != kDLCPU) {
@@ -403,7 +413,7 @@ static int module_exec(PyObject *module)
     if (PyInterpreterState_Get() != PyInterpreterState_Main() &&
         (st->home = home_new(module)) == NULL)
         return -1;
-    if (intern_names(st) != 0)
+    if (intern_names(st) != 0 || release_queue_init() != 0)
         return -1;
     if ((st->DLPackView_Type = add_type(module, &dlpackview_spec)) == NULL ||
         exchange_publish(st, st->DLPackView_Type, &view_exchange_api) != 0 ||

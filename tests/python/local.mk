@@ -7,7 +7,7 @@ CAI_PYTHON_TESTS = \
 	tests/python/test_as_dlpack.py \
 	tests/python/test_lifetime.py \
 	tests/python/test_from_dlpack.py \
-	tests/python/test_descriptors.py \
+	tests/python/test_arguments.py \
 	tests/python/test_exchange_api.py \
 	tests/python/test_add_dlpack.py \
 	tests/python/test_add_array_interface.py \
@@ -16,9 +16,17 @@ CAI_PYTHON_TESTS = \
 	tests/python/test_api_gaps.py \
 	$(empty)
 
+# The C core against NumPy through ctypes (cai_typestr_parse, contiguity,
+# cai_layout_extent).
+CAI_PYTHON_TESTS += tests/python/test_core_oracle.py
+
 # Hardening (issue 6, helper "harden"): hostile input, leak soak, threads.
-CAI_PYTHON_TESTS += tests/python/test_hostile.py tests/python/test_soak.py \
-	tests/python/test_threads.py
+CAI_PYTHON_TESTS += tests/python/test_interface.py tests/python/test_soak.py \
+	tests/python/test_threads.py tests/python/test_exit_race.py
+
+# The array interface read as NumPy reads it; NumPy as the oracle.
+CAI_PYTHON_TESTS += tests/python/test_interface_semantics.py \
+	tests/python/test_numpy_oracle.py
 
 # Sub-interpreters, legacy and (3.12+) isolated; run-subinterp.sh runs them
 # on another interpreter (make check-subinterp PYTHON312=...).
@@ -28,13 +36,9 @@ CAI_PYTHON_TESTS += tests/python/test_subinterpreters.py
 CAI_PYTHON_TESTS += tests/python/test_stubs.py \
 	tests/python/test_free_threading.py
 
-# The array interface read as NumPy reads it; NumPy as the oracle.
-CAI_PYTHON_TESTS += tests/python/test_interface_semantics.py \
-	tests/python/test_numpy_oracle.py
-
 EXTRA_DIST += $(CAI_PYTHON_TESTS) tests/python/conftest.py \
-	tests/python/pip-install.sh tests/python/tapreport.py \
-	tests/python/xconsumer.c tests/python/run-subinterp.sh
+	tests/python/pip-install.sh tests/python/xconsumer.c \
+	tests/python/run-subinterp.sh tests/python/tapreport.py
 
 if HAVE_PYTHON
 TESTS += $(CAI_PYTHON_TESTS)
