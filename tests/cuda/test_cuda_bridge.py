@@ -1,13 +1,13 @@
 """The CUDA paths of add_dlpack, add_array_interface and CAIView.__dlpack__
 on the recording CUDA runtime double: the device found from the pointer,
 and the consumer's stream made to wait on the producer's with an event.
-Run in a process of its own, like test_cuda_double.py, whose double and
+Run in a process of its own, like test_stream_order.py, whose double and
 producers it shares."""
 import numpy as np
 import pytest
 
 import caibridge
-from test_cuda_double import (  # noqa: F401  (cuda, double: fixtures)
+from test_stream_order import (  # noqa: F401  (cuda, double: fixtures)
     CONSUMER, DEVICE, DEVICE_PTR, KDLCPU, KDLCUDA, PRODUCER, CudaStream,
     DeviceArray, cuda, double, event_ordering)
 
