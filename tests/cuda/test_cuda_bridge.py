@@ -9,7 +9,7 @@ import pytest
 import caibridge
 from test_stream_order import (  # noqa: F401  (cuda, double: fixtures)
     CONSUMER, DEVICE, DEVICE_PTR, KDLCPU, KDLCUDA, PRODUCER, CudaStream,
-    DeviceArray, cuda, double, event_ordering)
+    DeviceArray, cuda, double, event_ordering, handle, ordered)
 
 OTHER = 0x7000
 
@@ -22,7 +22,7 @@ class PatchedDevice(DeviceArray):
 def test_patched_cai_class_is_located(cuda):
     cuda.pointer(DEVICE_PTR, DEVICE, 1)
     assert PatchedDevice().__dlpack_device__() == (KDLCUDA, 1)
-    assert cuda.log() == [f"cudaPointerGetAttributes({DEVICE_PTR:#x})"]
+    assert f"cudaPointerGetAttributes({DEVICE_PTR:#x})" in cuda.log()
 
 
 @pytest.mark.parametrize("consumer, seen", [
@@ -34,8 +34,8 @@ def test_patched_dlpack_orders_streams(cuda, consumer, seen):
     capsule = producer.__dlpack__(stream=consumer, max_version=(1, 0))
     assert "dltensor_versioned" in repr(capsule)
     log = cuda.log()
-    assert log[0] == f"cudaPointerGetAttributes({DEVICE_PTR:#x})"
-    assert log[1:] == event_ordering(PRODUCER, seen)
+    assert f"cudaPointerGetAttributes({DEVICE_PTR:#x})" in log
+    assert ordered(log) == (PRODUCER, seen)
     assert cuda.live_events() == 0
 
 
@@ -55,7 +55,9 @@ def test_patched_dlpack_refuses_stream_zero_and_host(cuda):
 def test_patched_no_sync(cuda):
     cuda.pointer(DEVICE_PTR, DEVICE, 0)
     PatchedDevice(stream=PRODUCER).__dlpack__(stream=-1)
-    assert cuda.log() == [f"cudaPointerGetAttributes({DEVICE_PTR:#x})"]
+    assert not any(line.startswith(("cudaEventRecord(",
+                                    "cudaStreamWaitEvent("))
+                   for line in cuda.log())
 
 
 def test_to_dlpack_dl_device_on_cuda(cuda):
@@ -94,7 +96,11 @@ def test_dlpack_only_cuda_type_gets_a_cai(cuda):
     assert cai["stream"] == 1, "ready on the legacy default stream"
     assert producer.calls == [{"stream": 1, "max_version": (1, 3),
                                "copy": False}]
-    assert cuda.log() == event_ordering(PRODUCER, 1)
+    waits = [line for line in cuda.log()
+             if line.startswith("cudaStreamWaitEvent(")]
+    waited = [handle(w[len("cudaStreamWaitEvent("):].split(",")[0])
+              for w in waits]
+    assert 1 in waited, "the legacy default stream waited on the producer"
 
 
 # ---- CAIView re-exports with the same stream rules ----
