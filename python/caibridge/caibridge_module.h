@@ -23,7 +23,6 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include "caibridge.h"
 /* The core's private fast path: a tensor from an already checked layout. */

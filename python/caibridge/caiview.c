@@ -208,6 +208,9 @@ static int caiview_desc(cai_state *st, CAIViewObject *v, cai_desc_t *d)
         raise_status(st, &err);
         return -1;
     }
+    /* Read-only as the interface says it (a legacy import is, unless the
+     * caller opted out), not only as the tensor's flags say. */
+    d->readonly = d->readonly || v->readonly;
     d->has_stream = v->stream != Py_None;
     d->stream = d->has_stream ? (intptr_t)PyLong_AsSsize_t(v->stream) : 0;
     return 0;

@@ -370,7 +370,6 @@ int from_foreign_table(cai_state *st, PyObject *x, int given,
 {
     PyObject *holder;
     const DLPackExchangeAPI *api = foreign_table(st, x, &holder);
-
     int agrees;
 
     if (api == NULL)
