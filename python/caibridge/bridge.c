@@ -94,8 +94,7 @@ static PyObject *patched_dlpack_device(PyObject *self, PyObject *const *args,
     if (describe(st, args[0], NULL, NULL, &d, &keep) != 0)
         return NULL;
     Py_XDECREF(keep);
-    return Py_BuildValue("(ii)", (int)d.device.device_type,
-                         (int)d.device.device_id);
+    return device_pair(d.device);
 }
 
 static PyObject *method_get(PyObject *self, PyObject *obj, PyObject *type)

@@ -120,6 +120,7 @@ int read_device_tuple(cai_state *st, PyObject *o, const char *what,
 int read_stream(cai_state *st, PyObject *o, int *given, intptr_t *out);
 int read_max_version(PyObject *o);
 int check_dl_device(cai_state *st, PyObject *dl_device, DLDevice have);
+PyObject *device_pair(DLDevice dev);
 const char *device_type_name(int32_t type);
 
 /* parse_keywords inlined for the usual call: every name one of ours by

@@ -180,8 +180,7 @@ static PyObject *caiview_dlpack_device(PyObject *self, PyObject *unused)
 {
     CAIViewObject *v = (CAIViewObject *)self;
 
-    return Py_BuildValue("(ii)", (int)v->device.device_type,
-                         (int)v->device.device_id);
+    return device_pair(v->device);
 }
 
 static PyObject *caiview_repr(PyObject *self)

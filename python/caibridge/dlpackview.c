@@ -380,8 +380,7 @@ static PyObject *view_dlpack_device(PyObject *self, PyObject *unused)
 {
     DLPackViewObject *v = (DLPackViewObject *)self;
 
-    return Py_BuildValue("(ii)", (int)v->device.device_type,
-                         (int)v->device.device_id);
+    return device_pair(v->device);
 }
 
 static PyObject *view_repr(PyObject *self)
