@@ -234,8 +234,12 @@ int read_max_version(PyObject *o)
                      "got %.100s", Py_TYPE(o)->tp_name);
         return -1;
     }
-    if (read_int64(PyTuple_GET_ITEM(o, 0), "max_version[0]", -1, &major) != 0 ||
-        read_int64(PyTuple_GET_ITEM(o, 1), "max_version[1]", -1, &minor) != 0)
+    if ((!small_int(PyTuple_GET_ITEM(o, 0), &major) &&
+         read_int64(PyTuple_GET_ITEM(o, 0), "max_version[0]", -1, &major)
+             != 0) ||
+        (!small_int(PyTuple_GET_ITEM(o, 1), &minor) &&
+         read_int64(PyTuple_GET_ITEM(o, 1), "max_version[1]", -1, &minor)
+             != 0))
         return -1;
     return major >= 1;
 }
