@@ -686,6 +686,8 @@ def instr_child(args):
     o, b, h = CAIPrebuilt(x), CAIBuilt(x), HostPrebuilt(x)
     D, mv = DEV, (1, 3)
     view = as_dlpack(h)
+    p = caibridge.add_dlpack(type("PatchedHost", (HostPrebuilt,), {}))(x)
+    cv = from_dlpack(x)
     cases = [
         ("base", lambda: None),
         ("prop", lambda: o.__cuda_array_interface__),
@@ -702,6 +704,9 @@ def instr_child(args):
         ("np_from_cb", lambda: np.from_dlpack(as_dlpack(h))),
         ("np_from_np", lambda: np.from_dlpack(x)),
         ("from_np", lambda: from_dlpack(x)),
+        ("host_capsule_v", lambda: to_dlpack(h, max_version=mv)),
+        ("patched_v", lambda: p.__dlpack__(max_version=mv)),
+        ("caiview_v", lambda: cv.__dlpack__(max_version=mv)),
     ]
     for name, f in cases:
         f()
@@ -764,6 +769,9 @@ IR_LABELS = [
     ("np_from_cb", "np.from_dlpack(as_dlpack(h))"),
     ("np_from_np", "np.from_dlpack(ndarray)"),
     ("from_np", "caibridge.from_dlpack(ndarray)"),
+    ("host_capsule_v", "to_dlpack(h, max_version=(1,3)), host"),
+    ("patched_v", "h.__dlpack__(max_version=(1,3)), add_dlpack class"),
+    ("caiview_v", "CAIView.__dlpack__(max_version=(1,3))"),
 ]
 
 

@@ -220,33 +220,122 @@ CAI_API int cai_cuda_built(void);
 
 /*
  * Loads the CUDA runtime if needed and writes its version (e.g. 13000) to
- * *version.  Fails with CAI_ENOCUDA when no runtime can be loaded.
+ * *version, which the caller owns.  Fails with CAI_ENOCUDA when no runtime
+ * can be loaded.
  */
 CAI_API int cai_cuda_runtime_version(int *version, cai_error_t *err)
     CAI_WUR CAI_NONNULL(1);
 
 /*
- * Finds where ptr lives: device memory -> kDLCUDA and its own device,
- * pinned host -> kDLCUDAHost 0, managed -> kDLCUDAManaged 0; unregistered
- * host memory fails with CAI_EUNSUPPORTED.  A NULL ptr (zero-size array)
- * takes the current device.  Nothing is allocated.
+ * Finds where ptr lives and writes it to *out (caller-owned); nothing is
+ * allocated.  Device memory -> kDLCUDA and its own device; pinned host ->
+ * kDLCUDAHost 0; managed, or pageable memory on a system whose devices read
+ * it coherently (HMM, ATS) -> kDLCUDAManaged 0; the device alias of
+ * registered host memory -> kDLCUDA on its device.  Other host memory (or a
+ * freed device pointer, which CUDA cannot tell from it) fails with
+ * CAI_EUNSUPPORTED.  A NULL ptr (zero-size array) takes the device of the
+ * thread's current CUDA context, else the runtime's current device, and
+ * creates no context.
  */
 CAI_API int cai_cuda_locate(const void *ptr, DLDevice *out, cai_error_t *err)
     CAI_WUR CAI_NONNULL(2);
 
 /*
+ * Like cai_cuda_locate for desc->data, but a zero-size array whose producer
+ * names a stream handle takes that stream's device.  desc stays the
+ * caller's and is only read; *out is caller-owned.
+ */
+CAI_API int cai_cuda_locate_desc(const cai_desc_t *desc, DLDevice *out,
+                                 cai_error_t *err) CAI_WUR CAI_NONNULL(1, 2);
+
+/*
+ * The stream value for a raw cudaStream_t handle, as the __cuda_stream__
+ * protocol gives it: handle 0 (the NULL stream) is the legacy default
+ * stream, CAI_STREAM_LEGACY, unlike the bare integer 0 that DLPack and
+ * CAI v3 disallow.  Pure arithmetic: no CUDA call, nothing owned.
+ */
+CAI_API intptr_t cai_cuda_stream_from_handle(uintptr_t handle);
+
+/*
  * Makes work on consumer_stream wait for work already queued on the
- * producer's stream (CAI v3 "Synchronization"), without blocking the host.
- * No CUDA call is made when the producer has no stream, when the consumer
- * passes CAI_STREAM_NO_SYNC, or when both streams are the same.  A consumer
- * stream of 0 is refused (CAI_EINVAL): both specs disallow it.
+ * producer's stream (CAI v3 "Synchronization"), without blocking the host:
+ * a fence recorded, waited on and destroyed in one call, so the producer's
+ * stream is resolved now, on this thread.  Only producer->has_stream,
+ * stream and device are read.  No CUDA call is made when the producer has
+ * no stream, when the consumer passes CAI_STREAM_NO_SYNC, or when both are
+ * the same stream.  A consumer stream of 0 is refused (CAI_EINVAL).
+ * Nothing is allocated; producer stays the caller's.
  */
 CAI_API int cai_cuda_order(const cai_desc_t *producer, intptr_t consumer_stream,
                            cai_error_t *err) CAI_WUR CAI_NONNULL(1);
 
-/* Blocks the host until all work queued on stream has finished. */
+/* Blocks the host until all work queued on stream has finished; nothing is
+ * owned. */
 CAI_API int cai_cuda_stream_synchronize(intptr_t stream, cai_error_t *err)
     CAI_WUR;
+
+/*
+ * A point in a producer's stream, taken when a view is made: an event
+ * recorded on that stream (in that stream's CUDA context) at that moment.
+ * Waiting on it later, from any thread, orders after exactly the work queued
+ * before it, even if the producer's stream handle is a per-thread default
+ * stream of another thread or has been destroyed since.
+ */
+typedef struct cai_fence cai_fence_t;
+
+/*
+ * Records a fence on producer->stream now and writes it to *out, which the
+ * caller then owns and must pass to cai_fence_destroy.  producer's
+ * has_stream, stream, device, ndim and shape are read.  *out is set to NULL
+ * (success, nothing to own) when no ordering is needed: no producer stream,
+ * no elements, or a default stream on a thread with no CUDA context (that
+ * thread queued nothing).  The event is created in the stream's context
+ * (the data's device for the default streams 1 and 2 with device memory),
+ * and the caller's exact current context, NULL included, is restored.  On
+ * failure *out is NULL and nothing is left allocated.
+ */
+CAI_API int cai_fence_record(const cai_desc_t *producer, cai_fence_t **out,
+                             cai_error_t *err) CAI_WUR CAI_NONNULL(1, 2);
+
+/*
+ * Makes consumer_stream wait on fence on the device, without blocking the
+ * host.  The fence stays the caller's; a NULL fence or CAI_STREAM_NO_SYNC
+ * makes no call, and consumer stream 0 is refused.  A consumer stream that
+ * is capturing a CUDA graph gets an external-event wait node (the capture
+ * stays valid); a fence recorded inside a capture is refused for a consumer
+ * outside it (CAI_EUNSUPPORTED) before any wait is queued.
+ */
+CAI_API int cai_fence_wait(const cai_fence_t *fence, intptr_t consumer_stream,
+                           cai_error_t *err) CAI_WUR;
+
+/*
+ * Blocks the host until the work before fence has finished: for a consumer
+ * on the CPU reading pinned or managed memory.  The fence stays the
+ * caller's; NULL returns at once.  A fence recorded inside a graph capture
+ * is refused (its work runs when the graph is launched).
+ */
+CAI_API int cai_fence_synchronize(const cai_fence_t *fence, cai_error_t *err)
+    CAI_WUR;
+
+/*
+ * The reverse edge, for when a consumer releases the data: records an event
+ * on consumer_stream and makes the producer's stream (the one fence was
+ * recorded on) wait for it, so producer work or a stream-ordered allocator
+ * reusing the memory cannot overtake the consumer's reads.  When the
+ * producer's stream is the per-thread default stream of another thread, it
+ * cannot be named here, and the host waits for the consumer's event
+ * instead.  The fence stays the caller's; the producer's stream must still
+ * exist.  NULL fence or CAI_STREAM_NO_SYNC: no call.
+ */
+CAI_API int cai_fence_release(const cai_fence_t *fence,
+                              intptr_t consumer_stream, cai_error_t *err)
+    CAI_WUR;
+
+/*
+ * Destroys fence (NULL is allowed) and frees it: the fence is consumed even
+ * when CUDA reports an error, which is returned.
+ */
+CAI_API int cai_fence_destroy(cai_fence_t *fence, cai_error_t *err);
 
 #ifdef __cplusplus
 }

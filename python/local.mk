@@ -17,7 +17,9 @@ CAI_PY_SOURCES = \
 	python/caibridge/caiview.c \
 	python/caibridge/capsule.c \
 	python/caibridge/exchange.c \
-	python/caibridge/errors.c
+	python/caibridge/errors.c \
+	python/caibridge/buffer.c \
+	python/caibridge/bridge.c
 CAI_PY_PRIVATE_H = python/caibridge/caibridge_module.h
 
 CAI_PY_MODULE_FILES = \

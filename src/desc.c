@@ -86,7 +86,9 @@ int cai_desc_check(const cai_desc_t *d, int64_t *elem_strides,
                         "data pointer is 0 but the array has %lld elements",
                         (long long)count);
 
-    if (!d->has_strides) {
+    /* A zero-size array addresses nothing: its strides are moot, as NumPy
+     * takes them (contiguous ones are handed on). */
+    if (!d->has_strides || count == 0) {
         int64_t step = 1;
 
         if (CAI_UNLIKELY(__builtin_mul_overflow(count, itemsize, &hi)))

@@ -59,8 +59,10 @@ int cai_strides_bytes_to_elements(int ndim, const int64_t *shape,
         } else {
             char field[32];
 
+            /* Well formed (NumPy reads it), but DLPack counts strides in
+             * elements: not exportable, as NumPy's own export says. */
             snprintf(field, sizeof field, "strides[%d]", i);
-            return cai_fail(err, CAI_EINVAL, field,
+            return cai_fail(err, CAI_EUNSUPPORTED, field,
                             "strides[%d] = %lld bytes is not a multiple of "
                             "the item size %lld", i, (long long)bytes[i],
                             (long long)itemsize);

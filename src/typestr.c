@@ -46,77 +46,120 @@ const char *cai_dtype_name(DLDataType dtype, char buf[32])
     return buf;
 }
 
+/* A NumPy type that DLPack has no code for: well formed, not exportable. */
+static int unexportable(const char *s, size_t len, char kind, cai_error_t *err)
+{
+    return cai_fail(err, CAI_EUNSUPPORTED, "typestr",
+                    "typestr '%.*s' has kind '%c', which DLPack cannot "
+                    "express (no void, object, string or datetime types)",
+                    (int)(len > 16 ? 16 : len), s, kind);
+}
+
+/*
+ * NumPy's reading of an array-interface typestr: an optional byte order
+ * ('<', '>', '|' or '='), a kind and a size in bytes; kinds whose size
+ * NumPy implies (O, M, m and the flexible V, S, a, U) may omit it, and M/m
+ * take a unit in brackets.  What NumPy reads but DLPack cannot hold is
+ * CAI_EUNSUPPORTED; what NumPy would not read, and a kind of b, i, u, f or
+ * c without its size (NumPy takes those as one-letter type codes), is
+ * CAI_EINVAL.  '>' is foreign only for items of more than one byte.
+ */
 int cai_typestr_parse(const char *s, size_t len, DLDataType *out,
                       cai_error_t *err)
 {
-    char order, kind;
+    int shown = (int)(len > 16 ? 16 : len);
+    char order = 0, kind;
     unsigned size = 0;
-    size_t i;
+    size_t i, pos = 0, digits;
 
     cai_ok(err);
-    if (len < 3 || len > 4)
+    for (i = 0; i < len; i++) {
+        if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] > 0x7e)
+            return cai_fail(err, CAI_EINVAL, "typestr",
+                            "typestr is not printable ASCII (like '<f4')");
+    }
+    if (len > 0 && (s[0] == '<' || s[0] == '>' || s[0] == '|' || s[0] == '='))
+        order = s[pos++];
+    if (pos == len)
         return cai_fail(err, CAI_EINVAL, "typestr",
                         "typestr '%.*s' is not a byte order, a kind and a "
-                        "size in bytes (like '<f4')", (int)(len > 16 ? 16 : len), s);
-    order = s[0];
-    kind = s[1];
-    for (i = 2; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9' || (i == 2 && s[i] == '0'))
+                        "size in bytes (like '<f4')", shown, s);
+    kind = s[pos++];
+    for (digits = 0; pos < len && s[pos] >= '0' && s[pos] <= '9';
+         pos++, digits++) {
+        if (digits == 6)
             return cai_fail(err, CAI_EINVAL, "typestr",
                             "typestr '%.*s' has no valid size in bytes",
-                            (int)len, s);
-        size = size * 10 + (unsigned)(s[i] - '0');
+                            shown, s);
+        size = size * 10 + (unsigned)(s[pos] - '0');
     }
-    if (order == FOREIGN_ORDER)
-        return cai_fail(err, CAI_EUNSUPPORTED, "typestr",
-                        "typestr '%.*s' is not in native byte order; "
-                        "DLPack holds native byte order only", (int)len, s);
-    if (order != NATIVE_ORDER && order != '|' && order != '=')
-        return cai_fail(err, CAI_EINVAL, "typestr",
-                        "typestr '%.*s' has byte order '%c'; expected '<', "
-                        "'>', '|' or '='", (int)len, s, order);
 
-    out->lanes = 1;
-    out->bits = (uint8_t)(size * 8);
     switch (kind) {
-    case 'b':
-        if (size == 1) {
+    case 'M':
+    case 'm':
+        /* datetime64 / timedelta64: 8 bytes, an optional [unit]. */
+        if ((digits == 0 || size == 8) &&
+            (pos == len || (s[pos] == '[' && len - pos >= 3 &&
+                            s[len - 1] == ']')))
+            return unexportable(s, len, kind, err);
+        break;
+    case 'O':
+        if (pos == len && (digits == 0 || size == 4 || size == 8))
+            return unexportable(s, len, kind, err);
+        break;
+    case 'V': case 'S': case 'a': case 'U':
+        if (pos == len)
+            return unexportable(s, len, kind, err);
+        break;
+    case 'b': case 'i': case 'u': case 'f': case 'c':
+        if (pos != len || digits == 0)
+            break;
+        if (order == FOREIGN_ORDER && size > 1 &&
+            ((kind == 'i' || kind == 'u') ? size == 2 || size == 4 ||
+             size == 8 : kind == 'f' ? size == 2 || size == 4 || size == 8 ||
+             size == 16 : kind == 'c' ? size == 8 || size == 16 ||
+             size == 32 : 0))
+            return cai_fail(err, CAI_EUNSUPPORTED, "typestr",
+                            "typestr '%.*s' is not in native byte order; "
+                            "DLPack holds native byte order only", shown, s);
+        out->lanes = 1;
+        out->bits = (uint8_t)(size * 8);
+        if (kind == 'b' && size == 1) {
             out->code = kDLBool;
             return 0;
         }
-        break;
-    case 'i':
-    case 'u':
-        if (size == 1 || size == 2 || size == 4 || size == 8) {
+        if ((kind == 'i' || kind == 'u') &&
+            (size == 1 || size == 2 || size == 4 || size == 8)) {
             out->code = kind == 'i' ? kDLInt : kDLUInt;
             return 0;
         }
-        break;
-    case 'f':
-        if (size == 2 || size == 4 || size == 8) {
+        if (kind == 'f' && (size == 2 || size == 4 || size == 8)) {
             out->code = kDLFloat;
             return 0;
         }
-        break;
-    case 'c':
-        if (size == 8 || size == 16) {
+        if (kind == 'c' && (size == 8 || size == 16)) {
             out->code = kDLComplex;
             return 0;
         }
-        break;
-    case 'V': case 'O': case 'U': case 'S': case 'M': case 'm': case 'a':
-        return cai_fail(err, CAI_EUNSUPPORTED, "typestr",
-                        "typestr '%.*s' has kind '%c', which DLPack cannot "
-                        "express (no void, object, string or datetime types)",
-                        (int)len, s, kind);
+        /* long double and its complex: NumPy types, not IEEE ones. */
+        if ((kind == 'f' && size == 16) || (kind == 'c' && size == 32))
+            return cai_fail(err, CAI_EUNSUPPORTED, "typestr",
+                            "typestr '%.*s' (long double) has no DLPack type",
+                            shown, s);
+        return cai_fail(err, CAI_EINVAL, "typestr",
+                        "typestr '%.*s': NumPy has no kind '%c' of %u bytes",
+                        shown, s, kind, size);
     default:
         return cai_fail(err, CAI_EINVAL, "typestr",
-                        "typestr '%.*s' has unknown kind '%c'", (int)len, s,
+                        "typestr '%.*s' has unknown kind '%c'", shown, s,
                         kind);
     }
-    return cai_fail(err, CAI_EUNSUPPORTED, "typestr",
-                    "typestr '%.*s': kind '%c' has no DLPack type of %u bytes",
-                    (int)len, s, kind, size);
+    if (pos == len && digits == 0)
+        return cai_fail(err, CAI_EINVAL, "typestr",
+                        "typestr '%.*s' has no size in bytes (like '<f4')",
+                        shown, s);
+    return cai_fail(err, CAI_EINVAL, "typestr",
+                    "typestr '%.*s' has no valid size in bytes", shown, s);
 }
 
 int cai_typestr_format(DLDataType dtype, char out[CAI_TYPESTR_MAX],

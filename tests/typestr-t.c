@@ -20,6 +20,12 @@ static const struct good goods[] = {
     {"<c8", kDLComplex, 64, "<c8"},    {"<c16", kDLComplex, 128, "<c16"},
     {"=f4", kDLFloat, 32, "<f4"},      {"|f8", kDLFloat, 64, "<f8"},
     {"<b1", kDLBool, 8, "|b1"},        {"=u1", kDLUInt, 8, "|u1"},
+    /* NumPy's reading: the byte order may be left out, '>' means nothing
+     * for one byte, and leading zeros are a size like any other. */
+    {"f4", kDLFloat, 32, "<f4"},       {"u1", kDLUInt, 8, "|u1"},
+    {">u1", kDLUInt, 8, "|u1"},        {">b1", kDLBool, 8, "|b1"},
+    {">i1", kDLInt, 8, "|i1"},
+    {"<f04", kDLFloat, 32, "<f4"},
 };
 
 struct bad {
@@ -37,20 +43,33 @@ static const struct bad bads[] = {
     {"|S5", CAI_EUNSUPPORTED, "kind 'S'"},
     {"<M8", CAI_EUNSUPPORTED, "kind 'M'"},
     {"<m8", CAI_EUNSUPPORTED, "kind 'm'"},
-    {"<f3", CAI_EUNSUPPORTED, "no DLPack type of 3 bytes"},
-    {"<f16", CAI_EUNSUPPORTED, "no DLPack type of 16 bytes"},
-    {"<c4", CAI_EUNSUPPORTED, "no DLPack type of 4 bytes"},
-    {"|b2", CAI_EUNSUPPORTED, "no DLPack type of 2 bytes"},
-    {"<i16", CAI_EUNSUPPORTED, "no DLPack type of 16 bytes"},
+    {"<M8[s]", CAI_EUNSUPPORTED, "kind 'M'"},
+    {"<m8[ns]", CAI_EUNSUPPORTED, "kind 'm'"},
+    {"|O", CAI_EUNSUPPORTED, "kind 'O'"},
+    {"<f16", CAI_EUNSUPPORTED, "long double"},
+    {"<c32", CAI_EUNSUPPORTED, "long double"},
+    {">f16", CAI_EUNSUPPORTED, "native byte order"},
+    /* Not NumPy types at all: malformed, not merely unexportable. */
+    {"<f3", CAI_EINVAL, "no kind 'f' of 3 bytes"},
+    {">f3", CAI_EINVAL, "no kind 'f' of 3 bytes"},
+    {"<c4", CAI_EINVAL, "no kind 'c' of 4 bytes"},
+    {"|b2", CAI_EINVAL, "no kind 'b' of 2 bytes"},
+    {"<i16", CAI_EINVAL, "no kind 'i' of 16 bytes"},
+    {"<f0", CAI_EINVAL, "no kind 'f' of 0 bytes"},
+    {"<M4", CAI_EINVAL, "no valid size"},
+    {"<M8[", CAI_EINVAL, "no valid size"},
+    {"|O2", CAI_EINVAL, "no valid size"},
     {"<x4", CAI_EINVAL, "unknown kind 'x'"},
-    {"f4", CAI_EINVAL, "byte order"},
     {"", CAI_EINVAL, "byte order"},
-    {"<f", CAI_EINVAL, "byte order"},
-    {"<f04", CAI_EINVAL, "no valid size"},
+    {"<", CAI_EINVAL, "byte order"},
+    {"<f", CAI_EINVAL, "no size"},
+    {"f", CAI_EINVAL, "no size"},
     {"<f4 ", CAI_EINVAL, "no valid size"},
     {"<f-4", CAI_EINVAL, "no valid size"},
-    {"<f44444", CAI_EINVAL, "byte order"},
-    {"!f4", CAI_EINVAL, "byte order '!'"},
+    {"<f44444", CAI_EINVAL, "no kind 'f' of 44444 bytes"},
+    {"<f4444444", CAI_EINVAL, "no valid size"},
+    {"!f4", CAI_EINVAL, "unknown kind '!'"},
+    {"<f\xc3\xa9", CAI_EINVAL, "ASCII"},
 };
 
 int main(void)

@@ -4,9 +4,17 @@
     >>> t = torch.from_dlpack(caibridge.as_dlpack(producer))  # CAI -> DLPack
     >>> view = caibridge.from_dlpack(t)  # DLPack -> CAI / array interface
 
-``as_dlpack``, ``to_dlpack`` and ``from_dlpack`` are the C functions of
-``caibridge._core`` themselves: no Python code runs on the hand-over path.
+Or make a class a producer of the other protocol once, in two lines:
+
+    >>> caibridge.add_dlpack(MyCAIArray)         # now torch.from_dlpack(x)
+    >>> caibridge.add_array_interface(MyTensor)  # now np.asarray(x)
+
+``as_dlpack``, ``to_dlpack``, ``from_dlpack`` and the methods those two
+functions give are C functions of ``caibridge._core``: no Python code runs on
+the hand-over path.
 """
+
+import enum
 
 from ._core import (
     DLPACK_VERSION,
@@ -15,11 +23,43 @@ from ._core import (
     CUDAError,
     DLPackView,
     __version__,
+    add_array_interface,
+    add_dlpack,
     as_dlpack,
     cuda_built,
     from_dlpack,
     to_dlpack,
 )
+
+
+class DeviceType(enum.IntEnum):
+    """DLPack's device types (``DLDeviceType``), as ``__dlpack_device__``
+    reports them: ``view.__dlpack_device__() == (DeviceType.kDLCUDA, 0)``.
+    caibridge exports kDLCPU, kDLCUDA, kDLCUDAHost and kDLCUDAManaged."""
+
+    kDLCPU = 1
+    kDLCUDA = 2
+    kDLCUDAHost = 3
+    kDLOpenCL = 4
+    kDLVulkan = 7
+    kDLMetal = 8
+    kDLVPI = 9
+    kDLROCM = 10
+    kDLROCMHost = 11
+    kDLExtDev = 12
+    kDLCUDAManaged = 13
+    kDLOneAPI = 14
+    kDLWebGPU = 15
+    kDLHexagon = 16
+    kDLMAIA = 17
+    kDLTrn = 18
+
+
+# The four device types caibridge describes, as module constants too.
+kDLCPU = DeviceType.kDLCPU
+kDLCUDA = DeviceType.kDLCUDA
+kDLCUDAHost = DeviceType.kDLCUDAHost
+kDLCUDAManaged = DeviceType.kDLCUDAManaged
 
 __all__ = [
     "DLPACK_VERSION",
@@ -27,9 +67,16 @@ __all__ = [
     "CAIView",
     "CUDAError",
     "DLPackView",
+    "DeviceType",
     "__version__",
+    "add_array_interface",
+    "add_dlpack",
     "as_dlpack",
     "cuda_built",
     "from_dlpack",
+    "kDLCPU",
+    "kDLCUDA",
+    "kDLCUDAHost",
+    "kDLCUDAManaged",
     "to_dlpack",
 ]

@@ -1,4 +1,5 @@
-from typing import Any, Protocol, Tuple, Union, final
+import enum
+from typing import Any, Protocol, Tuple, TypeVar, Union, final
 
 from typing_extensions import CapsuleType
 
@@ -8,10 +9,17 @@ __all__ = [
     "CAIView",
     "CUDAError",
     "DLPackView",
+    "DeviceType",
     "__version__",
+    "add_array_interface",
+    "add_dlpack",
     "as_dlpack",
     "cuda_built",
     "from_dlpack",
+    "kDLCPU",
+    "kDLCUDA",
+    "kDLCUDAHost",
+    "kDLCUDAManaged",
     "to_dlpack",
 ]
 
@@ -21,10 +29,35 @@ SYNC_ENABLED: int
 
 _Device = Tuple[int, int]
 
+_T = TypeVar("_T", bound=type)
+
 class _CUDAStream(Protocol):
     def __cuda_stream__(self) -> Tuple[int, int]: ...
 
 _Stream = Union[None, int, _CUDAStream]
+
+class DeviceType(enum.IntEnum):
+    kDLCPU = 1
+    kDLCUDA = 2
+    kDLCUDAHost = 3
+    kDLOpenCL = 4
+    kDLVulkan = 7
+    kDLMetal = 8
+    kDLVPI = 9
+    kDLROCM = 10
+    kDLROCMHost = 11
+    kDLExtDev = 12
+    kDLCUDAManaged = 13
+    kDLOneAPI = 14
+    kDLWebGPU = 15
+    kDLHexagon = 16
+    kDLMAIA = 17
+    kDLTrn = 18
+
+kDLCPU: DeviceType
+kDLCUDA: DeviceType
+kDLCUDAHost: DeviceType
+kDLCUDAManaged: DeviceType
 
 class CUDAError(BufferError): ...
 
@@ -47,12 +80,22 @@ class DLPackView:
 
 @final
 class CAIView:
-    """Owns a DLPack tensor; describes it as an array interface."""
+    """Owns a DLPack tensor; describes it as an array interface and
+    re-exports it as a DLPack producer."""
 
+    __dlpack_c_exchange_api__: CapsuleType
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]: ...
     @property
     def __array_interface__(self) -> dict[str, Any]: ...
+    def __dlpack__(
+        self,
+        *,
+        stream: _Stream = None,
+        max_version: Tuple[int, int] | None = None,
+        dl_device: _Device | None = None,
+        copy: bool | None = None,
+    ) -> CapsuleType: ...
     def __dlpack_device__(self) -> _Device: ...
 
 def as_dlpack(
@@ -70,6 +113,12 @@ def to_dlpack(
     stream: _Stream = None,
     sync: bool = True,
     allow_readonly_legacy: bool = False,
+    dl_device: _Device | None = None,
+    copy: bool | None = None,
 ) -> CapsuleType: ...
-def from_dlpack(x: Any, *, stream: _Stream = None) -> CAIView: ...
+def from_dlpack(
+    x: Any, *, stream: _Stream = None, legacy_writable: bool = False
+) -> CAIView: ...
+def add_dlpack(cls: _T, /) -> _T: ...
+def add_array_interface(cls: _T, /) -> _T: ...
 def cuda_built() -> bool: ...

@@ -118,17 +118,13 @@ Py_ssize_t read_int_tuple(PyObject *o, const char *field, int64_t *out)
     return n;
 }
 
-/* A (device_type, device_id) pair as __dlpack_device__ returns it. */
-int read_device(cai_state *st, PyObject *o, const char *what, DLDevice *out)
+/* read_device past its memo. */
+int read_device_tuple(cai_state *st, PyObject *o, const char *what,
+                      DLDevice *out)
 {
     int64_t type, id;
 
-#ifndef Py_GIL_DISABLED
-    if (o == st->last_device_obj) {
-        *out = st->last_device;
-        return 0;
-    }
-#else
+#ifdef Py_GIL_DISABLED
     (void)st;
 #endif
     if (!PyTuple_Check(o) || PyTuple_GET_SIZE(o) != 2) {
@@ -191,20 +187,31 @@ int read_stream(cai_state *st, PyObject *o, int *given, intptr_t *out)
         Py_DECREF(method);
         if (pair == NULL)
             return -1;
+        /* (0, handle): the version, then a cudaStream_t as an int. */
         if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 ||
-            !PyLong_Check(PyTuple_GET_ITEM(pair, 0)) ||
-            PyLong_AsLong(PyTuple_GET_ITEM(pair, 0)) != 0) {
+            !small_int(PyTuple_GET_ITEM(pair, 0), &v) || v != 0) {
+            PyErr_Format(PyExc_TypeError,
+                         "stream: __cuda_stream__() must return (0, handle), "
+                         "got %.100R", pair);
             Py_DECREF(pair);
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_TypeError,
-                                "__cuda_stream__() must return (0, handle)");
             return -1;
         }
-        rc = read_int64(PyTuple_GET_ITEM(pair, 1), "__cuda_stream__()[1]", -1,
-                        &v);
+        rc = read_int64(PyTuple_GET_ITEM(pair, 1), "stream: __cuda_stream__()[1]",
+                        -1, &v);
         Py_DECREF(pair);
         if (rc != 0)
             return -1;
+        if (v < 0) {
+            PyErr_Format(PyExc_ValueError,
+                         "stream: __cuda_stream__() gave the handle %lld; a "
+                         "cudaStream_t is never negative", (long long)v);
+            return -1;
+        }
+        /* A raw cudaStream_t: 0 is the NULL stream, which the runtime
+         * reads as the legacy default stream (torch's default_stream()
+         * gives (0, 0)); only the bare integer 0 is ambiguous. */
+        if (v == 0)
+            v = CAI_STREAM_LEGACY;
     } else if (read_int64(o, "stream", -1, &v) != 0) {
         return -1;
     }
@@ -248,4 +255,46 @@ int read_copy(PyObject *o)
         return -1;
     }
     return o == Py_True;
+}
+
+/* The DLPack name of a device type ("kDLCUDA"), or NULL for an unknown
+ * one; reprs and messages use it. */
+const char *device_type_name(int32_t type)
+{
+    static const char *const names[] = {
+        NULL, "kDLCPU", "kDLCUDA", "kDLCUDAHost", "kDLOpenCL", NULL, NULL,
+        "kDLVulkan", "kDLMetal", "kDLVPI", "kDLROCM", "kDLROCMHost",
+        "kDLExtDev", "kDLCUDAManaged", "kDLOneAPI", "kDLWebGPU", "kDLHexagon",
+        "kDLMAIA", "kDLTrn"};
+
+    if (type < 0 || type >= (int32_t)(sizeof names / sizeof names[0]))
+        return NULL;
+    return names[type];
+}
+
+/* __dlpack__'s dl_device (NULL or None: not given) against where the data
+ * is: caibridge exports in place, never to another device. */
+int check_dl_device(cai_state *st, PyObject *dl_device, DLDevice have)
+{
+    DLDevice want;
+
+    if (dl_device == NULL || dl_device == Py_None)
+        return 0;
+    if (read_device(st, dl_device, "dl_device", &want) != 0)
+        return -1;
+    if (want.device_type == have.device_type &&
+        want.device_id == have.device_id)
+        return 0;
+    /* Pinned and managed memory are host memory too. */
+    if (want.device_type == kDLCPU && want.device_id == 0 &&
+        (have.device_type == kDLCUDAHost || have.device_type == kDLCUDAManaged))
+        return 1;
+    PyErr_Format(PyExc_BufferError,
+                 "dl_device = (%d, %d): the data lives on (%s, %d) and "
+                 "caibridge does not move data between devices",
+                 (int)want.device_type, (int)want.device_id,
+                 device_type_name(have.device_type) != NULL
+                     ? device_type_name(have.device_type) : "?",
+                 (int)have.device_id);
+    return -1;
 }

@@ -12,6 +12,8 @@
  *   capsule.c     capsules, deleters, releasing owners on any thread
  *   exchange.c    both sides of the DLPack C exchange API
  *   errors.c      cai_status to Python exceptions
+ *   buffer.c      buffer-protocol objects described as host arrays
+ *   bridge.c      add_dlpack and add_array_interface (patching classes)
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -21,6 +23,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "caibridge.h"
 /* The core's private fast path: a tensor from an already checked layout. */
@@ -41,19 +44,29 @@ enum {
     F_OFFSET, F_COUNT, /* the interface entries end here */
     N_CAI = F_COUNT, N_AI, N_DLPACK, N_DLPACK_DEVICE, N_CUDA_STREAM,
     N_EXCHANGE_API, N_EXCHANGE_API_OLD, N_DEVICE, N_SYNC,
-    N_ALLOW_READONLY_LEGACY, N_MAX_VERSION, N_DL_DEVICE, N_COPY, N_COUNT
+    N_ALLOW_READONLY_LEGACY, N_MAX_VERSION, N_DL_DEVICE, N_COPY,
+    N_LEGACY_WRITABLE, N_REQUIRES_GRAD, N_IS_CONJ, N_COUNT
 };
 
 #define KEY_SLOT_MASK 63
+
+/* The sub-interpreter a module instance lives in (capsule.c). */
+typedef struct cai_home cai_home;
 
 /* Everything the module owns, per interpreter. */
 typedef struct {
     PyTypeObject *DLPackView_Type;
     PyTypeObject *CAIView_Type;
+    PyTypeObject *BridgeMethod_Type; /* the methods add_dlpack gives */
     PyObject *CUDAError;
     PyObject *name[N_COUNT];
+    /* Each entry point's keyword names, in its order (borrowed from name). */
+    PyObject *kw_as_dlpack[3], *kw_to_dlpack[7], *kw_dlpack[4],
+        *kw_from_dlpack[2];
     /* The keyword names from_dlpack passes to __dlpack__. */
     PyObject *kw_stream_max_version, *kw_stream;
+    /* ... and with copy=False, for add_array_interface's reads. */
+    PyObject *kw_stream_max_version_copy;
     PyObject *max_version_ours; /* (1, 3) */
     /* The interface keys' hashes, and the keys by address:
      * key_slot[(address >> key_shift) & KEY_SLOT_MASK] is the entry a key
@@ -66,6 +79,9 @@ typedef struct {
     /* How many from_dlpack calls a foreign type's exchange API served
      * (tests read it); updated atomically. */
     unsigned long long foreign_table_imports;
+    /* NULL in the main interpreter; else where tensors made here release
+     * their owners. */
+    cai_home *home;
 #ifndef Py_GIL_DISABLED
     /* Producers hand out the same typestr and callers the same device
      * tuple call after call: the last ones read (exact, immutable) are
@@ -100,10 +116,13 @@ int check_positional(const char *fname, Py_ssize_t nargs,
 int read_int64(PyObject *o, const char *field, Py_ssize_t index,
                int64_t *out);
 Py_ssize_t read_int_tuple(PyObject *o, const char *field, int64_t *out);
-int read_device(cai_state *st, PyObject *o, const char *what, DLDevice *out);
+int read_device_tuple(cai_state *st, PyObject *o, const char *what,
+                      DLDevice *out);
 int read_stream(cai_state *st, PyObject *o, int *given, intptr_t *out);
 int wants_versioned(PyObject *o);
 int read_copy(PyObject *o);
+int check_dl_device(cai_state *st, PyObject *dl_device, DLDevice have);
+const char *device_type_name(int32_t type);
 
 /* parse_keywords inlined for the usual call: every name one of ours by
  * identity (the interpreter passes interned names); else the full parse. */
@@ -128,6 +147,20 @@ static inline int match_keywords(const char *fname, PyObject *const *kwvalues,
         values[j] = kwvalues[i];
     }
     return 0;
+}
+
+/* A (device_type, device_id) pair as __dlpack_device__ returns it; the
+ * tuple callers pass call after call is remembered. */
+static inline int read_device(cai_state *st, PyObject *o, const char *what,
+                              DLDevice *out)
+{
+#ifndef Py_GIL_DISABLED
+    if (o == st->last_device_obj) {
+        *out = st->last_device;
+        return 0;
+    }
+#endif
+    return read_device_tuple(st, o, what, out);
 }
 
 /* A keyword flag: bool or int (truth value), NULL meaning the default. */
@@ -185,16 +218,45 @@ void index_entry_keys(cai_state *st);
 int describe(cai_state *st, PyObject *obj, PyObject *device, int validate,
              cai_desc_t *d, PyObject **keep);
 
+/* buffer.c */
+int describe_buffer(PyObject *obj, cai_desc_t *d, PyObject **keep);
+
+/* module.c: a __dlpack__ request, as the keyword arguments gave it. */
+typedef struct {
+    PyObject *stream;    /* the consumer's stream; NULL: not given */
+    PyObject *dl_device; /* NULL or None: where the data is */
+    int versioned;       /* max_version asked for 1.x */
+    int copy;            /* copy=True */
+    int sync;            /* 0: never order streams */
+    int readonly_legacy_ok;
+} cai_request_t;
+
+int request_prepare(cai_state *st, cai_desc_t *d, const cai_request_t *req);
+PyObject *object_export(cai_state *st, PyObject *obj, PyObject *device,
+                        const cai_request_t *req);
+int object_tensor(cai_state *st, PyObject *obj, void **out);
+
 /* streams.c */
 int check_stream(cai_state *st, const cai_desc_t *d, PyObject *arg,
                  intptr_t *consumer);
+int check_stream_value(const cai_desc_t *d, int given, intptr_t s,
+                       intptr_t *consumer);
 int order_streams(cai_state *st, const cai_desc_t *d, intptr_t consumer,
                   int sync);
+int fence_at_view(cai_state *st, const cai_desc_t *d, int sync,
+                  cai_fence_t **out);
+int edge_owner(const cai_fence_t *fence, intptr_t consumer, void **owner,
+               cai_release_fn *release);
 PyObject *reported_stream(int given, intptr_t s);
 
 /* capsule.c */
 extern const char CAPSULE_LEGACY[], CAPSULE_VERSIONED[];
 void release_pyobject(void *owner);
+int release_queue_init(void);
+cai_home *home_new(PyObject *module);
+void home_release(cai_home *home);
+int owner_away(cai_home *home, PyObject *obj, void **owner,
+               cai_release_fn *release);
 void delete_tensor(void *tensor, int versioned);
 void legacy_capsule_destructor(PyObject *capsule);
 void versioned_capsule_destructor(PyObject *capsule);
@@ -202,7 +264,7 @@ PyObject *desc_to_capsule(cai_state *st, const cai_desc_t *desc,
                           int versioned, unsigned options, void *owner,
                           cai_release_fn release);
 PyObject *tensor_from_capsule(cai_state *st, PyObject *capsule,
-                              PyObject *stream);
+                              PyObject *stream, int legacy_writable);
 
 /* Wraps a tensor from cai_tensor_new in a capsule, or deletes it. */
 static inline PyObject *tensor_capsule(void *tensor, int versioned)
@@ -253,6 +315,11 @@ typedef struct {
     int sync;
     int readonly_legacy_ok;
     intptr_t stream;
+    cai_state *st;  /* the module's state (the type keeps the module) */
+    cai_home *home; /* the module's (NULL in the main interpreter) */
+    /* A point in the producer's stream taken when the view was made, or
+     * NULL when there is nothing to order; hand-overs wait on it. */
+    cai_fence_t *fence;
     int64_t dims[];
 } DLPackViewObject;
 
@@ -262,7 +329,12 @@ typedef struct {
 #define VIEW_ELEMENT_STRIDES(v) ((v)->dims + 2 * (v)->ndim)
 
 extern PyType_Spec dlpackview_spec;
+int contiguous_nbytes(int ndim, const int64_t *shape, int64_t itemsize,
+                      int64_t *nbytes);
+void contiguous_desc(cai_desc_t *c, void *data, int ndim,
+                     const int64_t *shape, DLDataType dtype, DLDevice device);
 void view_dealloc(PyObject *self);
+PyObject *copy_to_capsule(cai_state *st, const cai_desc_t *d, int versioned);
 PyObject *view_new(cai_state *st, PyObject *obj, const cai_desc_t *d,
                    PyObject *keep, int sync, int readonly_legacy_ok);
 void view_to_header(const DLPackViewObject *v, cai_desc_t *d);
@@ -274,14 +346,26 @@ static inline int is_view(PyObject *o)
     return Py_TYPE(o)->tp_dealloc == view_dealloc;
 }
 
+static inline int no_owner_memory(cai_error_t *err)
+{
+    err->status = CAI_ENOMEM;
+    err->field[0] = '\0';
+    snprintf(err->message, sizeof err->message,
+             "no memory for the tensor's owner");
+    return -1;
+}
+
 /*
  * A tensor viewing v's data, holding a reference to v (taken here).  The
  * view was checked when made and keeps its element strides, so the core
  * builds the tensor without checking it again.
  */
 static inline int view_tensor(DLPackViewObject *v, int versioned,
-                              unsigned options, void **out, cai_error_t *err)
+                              unsigned options, intptr_t consumer, void **out,
+                              cai_error_t *err)
 {
+    cai_release_fn release = release_pyobject;
+    void *owner = v;
     DLTensor t;
 
     t.data = v->data;
@@ -292,22 +376,56 @@ static inline int view_tensor(DLPackViewObject *v, int versioned,
     t.strides = VIEW_ELEMENT_STRIDES(v);
     t.byte_offset = 0;
     Py_INCREF(v);
-    return cai_tensor_new(&t, v->readonly, versioned, options, v,
-                          release_pyobject, out, err);
+    if (v->home != NULL &&
+        owner_away(v->home, (PyObject *)v, &owner, &release) != 0)
+        return no_owner_memory(err);
+    /* Ordered for a consumer stream: its release orders the producer's
+     * stream after the consumer's work (the reverse edge). */
+    if (consumer != CAI_STREAM_NO_SYNC && v->fence != NULL &&
+        edge_owner(v->fence, consumer, &owner, &release) != 0) {
+        release(owner);
+        return no_owner_memory(err);
+    }
+    return cai_tensor_new(&t, v->readonly, versioned, options, owner,
+                          release, out, err);
 }
+
+/* streams.c, for views: the consumer's stream waits on the view's fence
+ * (-1: nothing); the host waits on it (a CPU consumer of host-accessible
+ * memory). */
+int view_order(cai_state *st, const DLPackViewObject *v, intptr_t consumer);
+int view_host_sync(cai_state *st, const DLPackViewObject *v);
 
 /* caiview.c */
 extern PyType_Spec caiview_spec;
 extern const char from_dlpack_doc[];
 PyObject *caiview_new(cai_state *st, void *tensor, int versioned,
-                      PyObject *stream);
+                      PyObject *stream, int readonly);
 PyObject *from_dlpack(PyObject *module, PyObject *const *args,
                       Py_ssize_t nargs, PyObject *kwnames);
+void caiview_dealloc(PyObject *self);
+/* Our CAIViews in any interpreter, as is_view. */
+static inline int is_caiview(PyObject *o)
+{
+    return Py_TYPE(o)->tp_dealloc == caiview_dealloc;
+}
+int caiview_tensor(cai_state *st, PyObject *view, void **out);
+PyObject *caiview_interface_of_producer(cai_state *st, PyObject *obj,
+                                        int is_cuda);
 
-/* exchange.c */
-int exchange_publish(cai_state *st, PyTypeObject *view_type);
-const DLPackExchangeAPI *foreign_table(cai_state *st, PyObject *x);
-PyObject *from_foreign_table(cai_state *st, PyObject *x,
-                             const DLPackExchangeAPI *api, int given);
+/* exchange.c: one table per kind of producer */
+extern const DLPackExchangeAPI view_exchange_api, caiview_exchange_api,
+    bridge_exchange_api;
+int exchange_publish(cai_state *st, PyTypeObject *type,
+                     const DLPackExchangeAPI *api);
+int from_foreign_table(cai_state *st, PyObject *x, int given,
+                       PyObject **result);
+
+/* bridge.c */
+extern PyType_Spec bridge_method_spec;
+extern const char add_dlpack_doc[], add_array_interface_doc[];
+PyObject *add_dlpack(PyObject *module, PyObject *cls);
+PyObject *add_array_interface(PyObject *module, PyObject *cls);
+cai_state *bridge_state_of(PyObject *o);
 
 #endif

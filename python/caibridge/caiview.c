@@ -9,6 +9,8 @@
  */
 #include "caibridge_module.h"
 
+#include <string.h>
+
 #if PY_VERSION_HEX < 0x030C0000
 #include <structmember.h>
 #define Py_T_PYSSIZET T_PYSSIZET
@@ -20,8 +22,8 @@ typedef struct {
     void *tensor; /* DLManagedTensorVersioned * or DLManagedTensor * */
     int versioned;
     DLDevice device;
+    int readonly;     /* read-only whatever the tensor says */
     PyObject *stream; /* CAI 'stream': an int, or None */
-    PyObject *iface;  /* the interface dict, built at first use */
     PyObject *weakrefs;
 } CAIViewObject;
 
@@ -34,10 +36,11 @@ static int tensor_desc(const CAIViewObject *v, cai_desc_t *d, cai_error_t *err)
 /*
  * Takes ownership of a tensor: on success the view calls its deleter once
  * when it dies; on failure the deleter is called before this returns.
- * stream is the CAI stream to report (borrowed; None for none).
+ * stream is the CAI stream to report (borrowed; None for none); readonly
+ * marks the data read-only whatever the tensor says.
  */
 PyObject *caiview_new(cai_state *st, void *tensor, int versioned,
-                      PyObject *stream)
+                      PyObject *stream, int readonly)
 {
     CAIViewObject *v;
     cai_desc_t d;
@@ -69,19 +72,18 @@ PyObject *caiview_new(cai_state *st, void *tensor, int versioned,
     v->versioned = versioned;
     v->device = d.device;
     v->stream = Py_NewRef(d.device.device_type == kDLCPU ? Py_None : stream);
-    v->iface = NULL;
+    v->readonly = readonly;
     v->weakrefs = NULL;
     return (PyObject *)v;
 }
 
-static void caiview_dealloc(PyObject *self)
+void caiview_dealloc(PyObject *self)
 {
     CAIViewObject *v = (CAIViewObject *)self;
     PyTypeObject *type = Py_TYPE(self);
 
     if (v->weakrefs != NULL)
         PyObject_ClearWeakRefs(self);
-    Py_CLEAR(v->iface);
     Py_CLEAR(v->stream);
     delete_tensor(v->tensor, v->versioned);
     type->tp_free(self);
@@ -107,8 +109,9 @@ static PyObject *int64_tuple(int n, const int64_t *values)
     return t;
 }
 
-/* The interface dict, built once: version 3, strides None exactly when the
- * layout is C-contiguous, and for CUDA memory the stream. */
+/* The interface dict: version 3, strides None exactly when the layout is
+ * C-contiguous, and for CUDA memory the stream.  A new dict on each read,
+ * as ndarray.__array_interface__ gives: a consumer may change its own. */
 static PyObject *caiview_interface(CAIViewObject *v)
 {
     cai_state *st = type_state(Py_TYPE(v));
@@ -117,8 +120,6 @@ static PyObject *caiview_interface(CAIViewObject *v)
     cai_error_t err;
     PyObject *dict, *x;
 
-    if (v->iface != NULL)
-        return Py_NewRef(v->iface);
     if (tensor_desc(v, &d, &err) != 0 ||
         cai_typestr_format(d.dtype, typestr, &err) != 0)
         return raise_status(st, &err);
@@ -137,15 +138,15 @@ static PyObject *caiview_interface(CAIViewObject *v)
     PUT(F_SHAPE, int64_tuple(d.ndim, d.shape));
     PUT(F_TYPESTR, PyUnicode_FromString(typestr));
     PUT(F_DATA, Py_BuildValue("(NO)", PyLong_FromVoidPtr(d.data),
-                              d.readonly ? Py_True : Py_False));
+                              d.readonly || v->readonly ? Py_True
+                                                        : Py_False));
     PUT(F_STRIDES, d.has_strides ? int64_tuple(d.ndim, d.strides)
                                  : Py_NewRef(Py_None));
     PUT(F_VERSION, PyLong_FromLong(3));
     if (is_cuda_device(d.device.device_type))
         PUT(F_STREAM, Py_NewRef(v->stream));
 #undef PUT
-    v->iface = dict;
-    return Py_NewRef(dict);
+    return dict;
 }
 
 static PyObject *caiview_get_cai(PyObject *self, void *unused)
@@ -187,11 +188,128 @@ static PyObject *caiview_repr(PyObject *self)
 {
     CAIViewObject *v = (CAIViewObject *)self;
 
-    return PyUnicode_FromFormat("<caibridge.CAIView device=(%d, %d) %s>",
-                                (int)v->device.device_type,
+    /* Only kDLCPU and the CUDA types are ever viewed: all have names. */
+    return PyUnicode_FromFormat("<caibridge.CAIView device=(%s, %d) %s>",
+                                device_type_name(v->device.device_type),
                                 (int)v->device.device_id,
                                 v->versioned ? "versioned" : "legacy");
 }
+
+/* ------------------------------------------------------------------ */
+/* CAIView as a DLPack producer: its tensor re-exported                */
+
+/* The view's tensor as a descriptor, with the stream its data is ready on
+ * (the CAI stream it reports). */
+static int caiview_desc(cai_state *st, CAIViewObject *v, cai_desc_t *d)
+{
+    cai_error_t err;
+
+    if (tensor_desc(v, d, &err) != 0) {
+        raise_status(st, &err);
+        return -1;
+    }
+    d->has_stream = v->stream != Py_None;
+    d->stream = d->has_stream ? (intptr_t)PyLong_AsSsize_t(v->stream) : 0;
+    return 0;
+}
+
+/* A new tensor over the view's data, flags kept (READ_ONLY, IS_COPIED),
+ * holding a reference to the view: the source tensor lives until every
+ * re-export is released. */
+static int caiview_reexport(cai_state *st, CAIViewObject *v, cai_desc_t *d,
+                            int versioned, void **out)
+{
+    int64_t elem[CAI_MAX_NDIM];
+    cai_release_fn release = release_pyobject;
+    void *owner = v;
+    unsigned options = 0;
+    cai_error_t err;
+    DLTensor t;
+
+    if (cai_desc_check(d, elem, &err) != 0) {
+        raise_status(st, &err);
+        return -1;
+    }
+    if (v->versioned && (((DLManagedTensorVersioned *)v->tensor)->flags &
+                         DLPACK_FLAG_BITMASK_IS_COPIED))
+        options |= CAI_OPT_IS_COPIED;
+    t.data = d->data;
+    t.device = d->device;
+    t.ndim = d->ndim;
+    t.dtype = d->dtype;
+    t.shape = d->shape;
+    t.strides = elem;
+    t.byte_offset = 0;
+    Py_INCREF(v);
+    if (st->home != NULL && owner_away(st->home, (PyObject *)v, &owner,
+                                       &release) != 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (cai_tensor_new(&t, d->readonly, versioned, options, owner, release,
+                       out, &err) != 0) {
+        raise_status(st, &err);
+        return -1;
+    }
+    return 0;
+}
+
+/* The exchange API's export (no ordering with the consumer): the data is
+ * first ordered onto the legacy default stream, the table's work stream. */
+int caiview_tensor(cai_state *st, PyObject *view, void **out)
+{
+    CAIViewObject *v = (CAIViewObject *)view;
+    cai_desc_t d;
+
+    if (caiview_desc(st, v, &d) != 0 ||
+        (d.has_stream && order_streams(st, &d, CAI_STREAM_LEGACY, 1) != 0))
+        return -1;
+    return caiview_reexport(st, v, &d, 1, out);
+}
+
+static PyObject *caiview_dlpack(PyObject *self, PyTypeObject *defining_class,
+                                PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames)
+{
+    CAIViewObject *v = (CAIViewObject *)self;
+    cai_state *st = type_state(defining_class);
+    PyObject *values[4] = {NULL, NULL, NULL, NULL};
+    cai_request_t req;
+    cai_desc_t d;
+    void *tensor;
+
+    if (check_positional("__dlpack__", nargs, 0) != 0 ||
+        match_keywords("__dlpack__", args + nargs, kwnames, st->kw_dlpack,
+                       values, 4) != 0)
+        return NULL;
+    if ((req.versioned = wants_versioned(values[1])) < 0 ||
+        (req.copy = read_copy(values[3])) < 0)
+        return NULL;
+    req.stream = values[0];
+    req.dl_device = values[2];
+    req.sync = 1;
+    req.readonly_legacy_ok = 0;
+    if (caiview_desc(st, v, &d) != 0 || request_prepare(st, &d, &req) != 0)
+        return NULL;
+    if (req.copy)
+        return copy_to_capsule(st, &d, req.versioned);
+    if (caiview_reexport(st, v, &d, req.versioned, &tensor) != 0)
+        return NULL;
+    return tensor_capsule(tensor, req.versioned);
+}
+
+PyDoc_STRVAR(caiview_dlpack_doc,
+"__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None,\n"
+"           copy=None)\n"
+"--\n\n"
+"Re-export the view's tensor as a DLPack capsule, zero-copy.\n\n"
+"The new tensor keeps the source's READ_ONLY and IS_COPIED flags and holds\n"
+"this view, so the source tensor lives until the consumer releases it.\n"
+"A versioned capsule when max_version asks for 1.x, else a legacy one\n"
+"(refused for read-only data).  For CUDA memory the consumer's stream\n"
+"waits on the view's CAI stream (None: legacy default, -1: no ordering, 0\n"
+"refused); for host memory stream must be None.  copy=True makes a host\n"
+"copy marked IS_COPIED.");
 
 static PyGetSetDef caiview_getset[] = {
     {"__cuda_array_interface__", caiview_get_cai, NULL,
@@ -202,8 +320,11 @@ static PyGetSetDef caiview_getset[] = {
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyMethodDef caiview_methods[] = {
+    {"__dlpack__", (PyCFunction)(void (*)(void))caiview_dlpack,
+     METH_METHOD | METH_FASTCALL | METH_KEYWORDS, caiview_dlpack_doc},
     {"__dlpack_device__", caiview_dlpack_device, METH_NOARGS,
-     "__dlpack_device__()\n--\n\nThe (device_type, device_id) of the data."},
+     "__dlpack_device__($self, /)\n--\n\n"
+     "The (device_type, device_id) of the data."},
     {NULL, NULL, 0, NULL}};
 
 static PyMemberDef caiview_members[] = {
@@ -214,7 +335,10 @@ static PyMemberDef caiview_members[] = {
 PyDoc_STRVAR(caiview_doc,
 "Owns a DLPack tensor and describes it as __cuda_array_interface__ (CUDA\n"
 "memory) or __array_interface__ (host memory); made by\n"
-"caibridge.from_dlpack().  The tensor's deleter runs once, when this dies.");
+"caibridge.from_dlpack().  The view is a DLPack producer too: __dlpack__\n"
+"re-exports its tensor zero-copy, and the type publishes the DLPack C\n"
+"exchange API.  The tensor's deleter runs once, when the view and every\n"
+"re-export are gone.");
 
 static PyType_Slot caiview_slots[] = {
     {Py_tp_dealloc, caiview_dealloc},
@@ -237,7 +361,7 @@ PyType_Spec caiview_spec = {
 /* from_dlpack                                                         */
 
 const char from_dlpack_doc[] =
-"from_dlpack(x, *, stream=None)\n"
+"from_dlpack(x, *, stream=None, legacy_writable=False)\n"
 "--\n\n"
 "Take a DLPack tensor from a producer (an object with __dlpack__) or a\n"
 "capsule, and return a CAIView that owns it: __cuda_array_interface__ for\n"
@@ -245,11 +369,55 @@ const char from_dlpack_doc[] =
 "the data will be used on (None: legacy default; an int; or an object with\n"
 "__cuda_stream__); it is passed to the producer for CUDA data and reported\n"
 "as the CAI 'stream'.  A producer whose type publishes the DLPack C\n"
-"exchange API is read through it when stream is None or -1.";
+"exchange API is read through it when stream is None or -1, and the CAI\n"
+"'stream' is then the one its table says the data is ready on.  stream=-1\n"
+"is refused for CUDA data that comes through __dlpack__ or a capsule: the\n"
+"producer's stream is unknown there, and 'stream: None' would claim the\n"
+"data is ready.\n"
+"A legacy (unversioned) tensor cannot say whether its memory may be\n"
+"written: it is described as read-only, as NumPy imports it, unless\n"
+"legacy_writable=True.";
+
+/* CAI has no way to say "not ordered, on an unknown stream". */
+static PyObject *unordered_error(void)
+{
+    PyErr_SetString(PyExc_ValueError,
+                    "stream = -1 asks the producer not to order its work, "
+                    "and it does not say which stream that work is on: the "
+                    "CAI dict could only say 'stream: None', which means "
+                    "the data is ready.  Pass the stream the data will be "
+                    "used on (None: the legacy default stream)");
+    return NULL;
+}
+
+/* 1 when an unused DLPack capsule holds a tensor on a CUDA device.  A
+ * versioned tensor of another major version is not read (0). */
+static int capsule_on_cuda(PyObject *capsule)
+{
+    const char *name = PyCapsule_GetName(capsule);
+
+    if (name == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (strcmp(name, CAPSULE_VERSIONED) == 0) {
+        const DLManagedTensorVersioned *t =
+            PyCapsule_GetPointer(capsule, name);
+
+        return t != NULL && t->version.major == DLPACK_MAJOR_VERSION &&
+               is_cuda_device(t->dl_tensor.device.device_type);
+    }
+    if (strcmp(name, CAPSULE_LEGACY) == 0) {
+        const DLManagedTensor *t = PyCapsule_GetPointer(capsule, name);
+
+        return t != NULL && is_cuda_device(t->dl_tensor.device.device_type);
+    }
+    return 0;
+}
 
 /* Our own producer: straight to the tensor, ordered as __dlpack__. */
-static PyObject *from_view(cai_state *st, DLPackViewObject *v,
-                           PyObject *stream, int given, intptr_t s)
+static PyObject *from_view(cai_state *st, DLPackViewObject *v, int given,
+                           intptr_t s)
 {
     cai_desc_t d;
     intptr_t consumer;
@@ -259,31 +427,40 @@ static PyObject *from_view(cai_state *st, DLPackViewObject *v,
     PyObject *stream_obj, *result;
 
     view_to_header(v, &d);
-    if (check_stream(st, &d, stream, &consumer) != 0 ||
-        order_streams(st, &d, consumer, v->sync) != 0)
+    if (check_stream_value(&d, given, s, &consumer) != 0 ||
+        view_order(st, v, consumer) != 0)
         return NULL;
-    if (view_tensor(v, 1, 0, &tensor, &err) != 0)
+    if (view_tensor(v, 1, 0, consumer, &tensor, &err) != 0)
         return raise_status(st, &err);
     t = tensor;
-    if ((stream_obj = reported_stream(given, s)) == NULL) {
+    /* -1: nothing was ordered, so the data is ready where the producer
+     * said (None when it named no stream). */
+    if (given && s == CAI_STREAM_NO_SYNC && v->has_stream &&
+        is_cuda_device(v->device.device_type))
+        stream_obj = PyLong_FromSsize_t((Py_ssize_t)v->stream);
+    else
+        stream_obj = reported_stream(given, s);
+    if (stream_obj == NULL) {
         t->deleter(t);
         return NULL;
     }
-    result = caiview_new(st, t, 1, stream_obj);
+    result = caiview_new(st, t, 1, stream_obj, 0);
     Py_DECREF(stream_obj);
     return result;
 }
 
-/* Calls x.__dlpack__(stream=..., max_version=(1, 3)), or without
- * max_version for a pre-1.0 producer that refuses it. */
+/* Calls x.__dlpack__(stream=..., max_version=(1, 3)), with copy=False
+ * when no_copy, or with the stream alone for a pre-1.0 producer that
+ * refuses the others (max_version and copy came together). */
 static PyObject *call_dlpack(cai_state *st, PyObject *method,
-                             PyObject *stream_arg)
+                             PyObject *stream_arg, int no_copy)
 {
-    PyObject *call_args[2] = {stream_arg, st->max_version_ours};
+    PyObject *call_args[3] = {stream_arg, st->max_version_ours, Py_False};
     PyObject *capsule;
 
     capsule = PyObject_Vectorcall(method, call_args, 0,
-                                  st->kw_stream_max_version);
+                                  no_copy ? st->kw_stream_max_version_copy
+                                          : st->kw_stream_max_version);
     if (capsule == NULL && PyErr_ExceptionMatches(PyExc_TypeError)) {
         PyErr_Clear();
         capsule = PyObject_Vectorcall(method, call_args, 0, st->kw_stream);
@@ -291,9 +468,13 @@ static PyObject *call_dlpack(cai_state *st, PyObject *method,
     return capsule;
 }
 
-/* The Python protocol: __dlpack_device__, then __dlpack__. */
+/* The Python protocol: __dlpack_device__, then __dlpack__.  want_cuda
+ * (0 or 1; -1: either) is the kind of memory an interface property of x
+ * describes: memory of the other kind raises AttributeError before any
+ * export, and the export is asked for without a copy. */
 static PyObject *from_producer(cai_state *st, PyObject *x, int given,
-                               intptr_t s)
+                               intptr_t s, int legacy_writable,
+                               int want_cuda)
 {
     PyObject *device, *method, *stream_obj, *stream_arg, *capsule, *result;
     DLDevice dev;
@@ -314,7 +495,28 @@ static PyObject *from_producer(cai_state *st, PyObject *x, int given,
         return NULL;
     }
     Py_DECREF(device);
+    if (want_cuda >= 0 && want_cuda != is_cuda_device(dev.device_type)) {
+        const char *name = device_type_name(dev.device_type);
+
+        if (name == NULL)
+            name = "?";
+        if (want_cuda)
+            PyErr_Format(PyExc_AttributeError,
+                         "__cuda_array_interface__: the data is host memory "
+                         "(%s); use __array_interface__", name);
+        else
+            PyErr_Format(PyExc_AttributeError,
+                         "__array_interface__: the data is on device type "
+                         "%s, not host memory; use __cuda_array_interface__",
+                         name);
+        Py_DECREF(method);
+        return NULL;
+    }
     if (is_cuda_device(dev.device_type)) {
+        if (given && s == CAI_STREAM_NO_SYNC) {
+            Py_DECREF(method);
+            return unordered_error();
+        }
         if ((stream_obj = reported_stream(given, s)) == NULL) {
             Py_DECREF(method);
             return NULL;
@@ -330,7 +532,7 @@ static PyObject *from_producer(cai_state *st, PyObject *x, int given,
         stream_obj = Py_NewRef(Py_None);
         stream_arg = Py_NewRef(Py_None);
     }
-    capsule = call_dlpack(st, method, stream_arg);
+    capsule = call_dlpack(st, method, stream_arg, want_cuda >= 0);
     Py_DECREF(stream_arg);
     Py_DECREF(method);
     if (capsule == NULL) {
@@ -343,7 +545,8 @@ static PyObject *from_producer(cai_state *st, PyObject *x, int given,
                      Py_TYPE(x)->tp_name, Py_TYPE(capsule)->tp_name);
         result = NULL;
     } else {
-        result = tensor_from_capsule(st, capsule, stream_obj);
+        result = tensor_from_capsule(st, capsule, stream_obj,
+                                     legacy_writable);
     }
     Py_DECREF(capsule);
     Py_DECREF(stream_obj);
@@ -354,15 +557,14 @@ PyObject *from_dlpack(PyObject *module, PyObject *const *args,
                       Py_ssize_t nargs, PyObject *kwnames)
 {
     cai_state *st = PyModule_GetState(module);
-    PyObject *const names[] = {st->name[F_STREAM]};
-    PyObject *values[1] = {NULL}, *x, *stream_obj, *result;
-    const DLPackExchangeAPI *api;
+    PyObject *values[2] = {NULL, NULL}, *x, *stream_obj, *result;
     intptr_t s;
-    int given;
+    int given, legacy_writable;
 
     if (check_positional("from_dlpack", nargs, 1) != 0 ||
-        parse_keywords("from_dlpack", args + nargs, kwnames, names, values,
-                       1) != 0)
+        parse_keywords("from_dlpack", args + nargs, kwnames,
+                       st->kw_from_dlpack, values, 2) != 0 ||
+        (legacy_writable = read_flag(values[1], "legacy_writable", 0)) < 0)
         return NULL;
     x = args[0];
     if (read_stream(st, values[0], &given, &s) != 0)
@@ -373,18 +575,56 @@ PyObject *from_dlpack(PyObject *module, PyObject *const *args,
                         "(ambiguous); use 1, 2, a stream handle, or -1");
         return NULL;
     }
+    /* Only these are ever written into a CAI dict (None for -1). */
+    if (given && s < CAI_STREAM_NO_SYNC) {
+        PyErr_Format(PyExc_ValueError,
+                     "stream = %zd is not a stream: use None, -1, 1, 2 or a "
+                     "stream handle", (Py_ssize_t)s);
+        return NULL;
+    }
     if (PyCapsule_CheckExact(x)) {
+        if (given && s == CAI_STREAM_NO_SYNC && capsule_on_cuda(x))
+            return unordered_error();
         if ((stream_obj = given ? reported_stream(1, s) : Py_NewRef(Py_None))
             == NULL)
             return NULL;
-        result = tensor_from_capsule(st, x, stream_obj);
+        result = tensor_from_capsule(st, x, stream_obj, legacy_writable);
         Py_DECREF(stream_obj);
         return result;
     }
     if (is_view(x))
-        return from_view(st, (DLPackViewObject *)x, values[0], given, s);
+        return from_view(st, (DLPackViewObject *)x, given, s);
     if ((!given || s == CAI_STREAM_NO_SYNC) &&
-        (api = foreign_table(st, x)) != NULL)
-        return from_foreign_table(st, x, api, given);
-    return from_producer(st, x, given, s);
+        from_foreign_table(st, x, given, &result))
+        return result;
+    return from_producer(st, x, given, s, legacy_writable, -1);
+}
+
+/*
+ * The interface properties that add_array_interface gives a DLPack class:
+ * the tensor from obj's __dlpack__ (no copy; for CUDA made ready on the
+ * legacy default stream) described in a fresh dict, then released.  CAI's
+ * lifetime rule: the instance, not the dict, keeps the memory alive.
+ */
+PyObject *caiview_interface_of_producer(cai_state *st, PyObject *obj,
+                                        int is_cuda)
+{
+    PyObject *view = from_producer(st, obj, 0, 0, 0, is_cuda), *dict;
+    CAIViewObject *v = (CAIViewObject *)view;
+    int copied;
+
+    if (view == NULL)
+        return NULL;
+    copied = v->versioned && (((DLManagedTensorVersioned *)v->tensor)->flags &
+                              DLPACK_FLAG_BITMASK_IS_COPIED);
+    dict = copied ? NULL : caiview_interface(v);
+    /* Released first: the producer's deleter may run Python code. */
+    Py_DECREF(view);
+    if (copied)
+        PyErr_Format(PyExc_BufferError,
+                     "%.100s.__dlpack__ made a copy (IS_COPIED) though "
+                     "copy=False was asked: an array interface can only "
+                     "describe memory the instance itself keeps",
+                     Py_TYPE(obj)->tp_name);
+    return dict;
 }

@@ -3,12 +3,15 @@
  * on any thread, with or without the GIL, in any interpreter, or after
  * shutdown has begun; capsule destructors run with no module at hand.  So
  * nothing here reads module state: a capsule finds its tensor in its own
- * context, a tensor its owner in its own block.
+ * context, a tensor its owner (and the interpreter that made it) in its own
+ * block.  The rule: an owner is released in the interpreter that made it.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
 #include "caibridge_module.h"
 
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if PY_VERSION_HEX < 0x030D0000
@@ -20,43 +23,327 @@ const char CAPSULE_VERSIONED[] = "dltensor_versioned";
 static const char CAPSULE_LEGACY_USED[] = "used_dltensor";
 static const char CAPSULE_VERSIONED_USED[] = "used_dltensor_versioned";
 
-/* 1 when this thread holds a GIL through a thread state of its own. */
-static inline int gil_held_here(void)
+/* This thread's attached thread state (it holds that interpreter's GIL),
+ * or NULL. */
+static inline PyThreadState *attached_here(void)
 {
 #if PY_VERSION_HEX >= 0x030D0000
-    /* This thread's attached thread state, NULL while detached. */
-    return PyThreadState_GetUnchecked() != NULL;
+    return PyThreadState_GetUnchecked();
 #else
     /* Before 3.12 this is the GIL holder's thread state, whichever thread
-     * that is; its thread says whether it is ours.  GILState's own record
+     * that is; its thread says whether it is ours.  GILState's record
      * would not do: it knows only the main interpreter, so a thread inside
      * a sub-interpreter would wait for the GIL it holds. */
     PyThreadState *t = _PyThreadState_UncheckedGet();
 
-    return t != NULL && t->thread_id == PyThread_get_thread_ident();
+    return t != NULL && t->thread_id == PyThread_get_thread_ident() ? t
+                                                                     : NULL;
 #endif
 }
 
 /*
- * Drops the reference a tensor held on its Python owner.  A deleter may run
- * on any thread, and after interpreter shutdown has begun; then the
- * reference is deliberately leaked, as touching the runtime would crash.
+ * Owners released on a thread that does not hold the GIL.  Such a thread
+ * must never wait for the GIL: if the interpreter starts finalizing while
+ * it waits, CPython ends it with a forced unwind (pthread_exit), which a
+ * C++ noexcept frame of the caller (a thread pool's task runner) turns into
+ * std::terminate; and a check for finalization before waiting is a race.
+ * So the owner is queued here and one pending call (Py_AddPendingCall
+ * needs no GIL) drops the queue in the main thread.  The interpreter's
+ * exit (an atexit hook) drops what is queued and closes the queue: owners
+ * released after that are left to the end of the process, by design.
+ *
+ * Process-wide, not module state: pending calls and the hook belong to the
+ * main interpreter, and the lock makes the hook and a release exclusive,
+ * so no release touches the interpreter once the hook has run.  Until the
+ * hook is registered (the module imported only in a sub-interpreter), a
+ * release takes the GIL as before.
+ */
+struct released {
+    struct released *next;
+    PyObject *owner;
+};
+
+static pthread_mutex_t release_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct released *release_queue; /* guarded by release_lock */
+static int release_scheduled;          /* a pending call is queued */
+static int release_hooked;             /* the atexit hook is registered */
+static int release_closed;             /* the interpreter is exiting */
+
+/* Drops the queued owners; the GIL is held.  Releasing one may run Python
+ * code that releases more: they go straight through (this thread holds
+ * the GIL) or into a queue that the next pending call drains. */
+static int drain_released(void *unused)
+{
+    struct released *r;
+
+    (void)unused;
+    pthread_mutex_lock(&release_lock);
+    r = release_queue;
+    release_queue = NULL;
+    release_scheduled = 0;
+    pthread_mutex_unlock(&release_lock);
+    while (r != NULL) {
+        struct released *next = r->next;
+
+        Py_DECREF(r->owner);
+        PyMem_RawFree(r);
+        r = next;
+    }
+    return 0;
+}
+
+/* The atexit hook: from here on the interpreter is left alone. */
+static PyObject *close_release_queue(PyObject *unused, PyObject *noargs)
+{
+    (void)unused;
+    (void)noargs;
+    pthread_mutex_lock(&release_lock);
+    release_closed = 1;
+    pthread_mutex_unlock(&release_lock);
+    drain_released(NULL);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef close_release_queue_def = {
+    "_close_release_queue", close_release_queue, METH_NOARGS,
+    "Drops the owners released on other threads; later ones are left."};
+
+/* Registers the hook once per process, from the main interpreter. */
+int release_queue_init(void)
+{
+    PyObject *atexit, *hook, *done;
+    int hooked;
+
+    if (PyInterpreterState_Get() != PyInterpreterState_Main())
+        return 0;
+    pthread_mutex_lock(&release_lock);
+    hooked = release_hooked;
+    pthread_mutex_unlock(&release_lock);
+    if (hooked)
+        return 0;
+    if ((atexit = PyImport_ImportModule("atexit")) == NULL)
+        return -1;
+    hook = PyCFunction_New(&close_release_queue_def, NULL);
+    done = hook == NULL ? NULL
+                        : PyObject_CallMethod(atexit, "register", "O", hook);
+    Py_XDECREF(hook);
+    Py_DECREF(atexit);
+    if (done == NULL)
+        return -1;
+    Py_DECREF(done);
+    pthread_mutex_lock(&release_lock);
+    release_hooked = 1;
+    pthread_mutex_unlock(&release_lock);
+    return 0;
+}
+
+/* Queues owner for the main thread; 0 when queued or deliberately left
+ * (the interpreter is exiting), -1 when there is no hook yet. */
+static int defer_release(PyObject *owner)
+{
+    struct released *r;
+    int rc = 0;
+
+    pthread_mutex_lock(&release_lock);
+    if (!release_hooked) {
+        rc = -1;
+    } else if (!release_closed) {
+        /* Out of memory: the owner is leaked rather than risk a wait. */
+        if ((r = PyMem_RawMalloc(sizeof *r)) != NULL) {
+            r->owner = owner;
+            r->next = release_queue;
+            release_queue = r;
+        }
+        /* Under the lock, so the hook cannot run in between and the
+         * interpreter is still whole.  A full pending-call table leaves
+         * the flag clear: the next release, or the hook, tries again. */
+        if (!release_scheduled &&
+            Py_AddPendingCall(drain_released, NULL) == 0)
+            release_scheduled = 1;
+    }
+    pthread_mutex_unlock(&release_lock);
+    return rc;
+}
+
+/*
+ * Drops obj, which belongs to interp, from a thread attached to another
+ * interpreter (here) or to none (NULL): a thread state of interp is made
+ * for the drop, the way the C API switches interpreters.
+ */
+static void release_in(PyInterpreterState *interp, PyObject *obj,
+                       PyThreadState *here)
+{
+    PyThreadState *ts = PyThreadState_New(interp);
+
+    if (ts == NULL)
+        return; /* no memory for a thread state: leaked */
+    if (here != NULL)
+        (void)PyEval_SaveThread();
+    PyEval_RestoreThread(ts);
+    Py_DECREF(obj);
+    PyThreadState_Clear(ts);
+    PyThreadState_DeleteCurrent();
+    if (here != NULL)
+        PyEval_RestoreThread(here);
+}
+
+/*
+ * Drops the reference a tensor held on its Python owner, made in the main
+ * interpreter, on any thread.  Most deleters run where that GIL is already
+ * held (a capsule or view dying): the owner goes at once.  A thread
+ * attached to another interpreter switches to the main one for the drop.
+ * A thread attached to none never waits for the GIL: the owner is queued
+ * for the main thread.  After finalization has begun the reference is
+ * deliberately leaked, as touching the runtime would crash.
  */
 void release_pyobject(void *owner)
 {
+    PyThreadState *here;
     PyGILState_STATE gil;
 
-    if (!Py_IsInitialized() || cai_is_finalizing())
-        return;
-    /* Most deleters run where the GIL is already held (a capsule or view
-     * dying): then Ensure/Release, a third of a hand-over, is not needed. */
-    if (gil_held_here()) {
-        Py_DECREF((PyObject *)owner);
+    here = attached_here();
+    if (here != NULL && here->interp == PyInterpreterState_Main()) {
+        if (!cai_is_finalizing())
+            Py_DECREF((PyObject *)owner);
         return;
     }
+    if (here != NULL) {
+        if (Py_IsInitialized() && !cai_is_finalizing())
+            release_in(PyInterpreterState_Main(), owner, here);
+        return;
+    }
+    if (defer_release(owner) == 0)
+        return;
+    /* No hook, so no queue: the module lives only in sub-interpreters. */
+    if (!Py_IsInitialized() || cai_is_finalizing())
+        return;
     gil = PyGILState_Ensure();
     Py_DECREF((PyObject *)owner);
     PyGILState_Release(gil);
+}
+
+/* ------------------------------------------------------------------ */
+/* Owners made in a sub-interpreter                                    */
+
+/*
+ * A tensor made in a sub-interpreter releases its owner there, whichever
+ * thread and interpreter its deleter runs in.  The interpreter is known
+ * through a home, shared by the module instance and every such owner;
+ * it is closed when the interpreter's atexit callbacks run, and an owner
+ * released after that is leaked, as after shutdown.
+ */
+struct cai_home {
+    PyInterpreterState *interp;
+    int open;  /* atomic */
+    long refs; /* atomic */
+};
+
+typedef struct {
+    PyObject *obj;
+    cai_home *home;
+} away_owner;
+
+void home_release(cai_home *home)
+{
+    if (home != NULL && __atomic_sub_fetch(&home->refs, 1, __ATOMIC_ACQ_REL)
+                            == 0)
+        free(home);
+}
+
+static const char HOME_CAPSULE[] = "caibridge._core.home";
+
+static void home_capsule_destructor(PyObject *capsule)
+{
+    home_release(PyCapsule_GetPointer(capsule, HOME_CAPSULE));
+}
+
+/* Registered with atexit in the home's interpreter. */
+static PyObject *home_close(PyObject *capsule, PyObject *unused)
+{
+    cai_home *home = PyCapsule_GetPointer(capsule, HOME_CAPSULE);
+
+    if (home == NULL)
+        return NULL;
+    __atomic_store_n(&home->open, 0, __ATOMIC_RELEASE);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef home_close_def = {
+    "_close_home", home_close, METH_NOARGS,
+    "Marks this interpreter gone for caibridge's tensor owners."};
+
+/* The home of the calling interpreter, for the module's state; closed by
+ * an atexit callback.  NULL with an exception on failure. */
+cai_home *home_new(PyObject *module)
+{
+    cai_home *home = malloc(sizeof *home);
+    PyObject *capsule, *closer, *atexit, *rc;
+
+    if (home == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    home->interp = PyInterpreterState_Get();
+    home->open = 1;
+    home->refs = 2; /* the state's and the capsule's */
+    capsule = PyCapsule_New(home, HOME_CAPSULE, home_capsule_destructor);
+    if (capsule == NULL) {
+        free(home);
+        return NULL;
+    }
+    closer = PyCFunction_NewEx(&home_close_def, capsule, NULL);
+    Py_DECREF(capsule);
+    if (closer == NULL)
+        goto fail;
+    atexit = PyImport_ImportModule("atexit");
+    rc = atexit == NULL ? NULL
+                        : PyObject_CallMethod(atexit, "register", "O", closer);
+    Py_XDECREF(atexit);
+    Py_DECREF(closer);
+    if (rc == NULL)
+        goto fail;
+    Py_DECREF(rc);
+    return home;
+
+fail:
+    home_release(home);
+    return NULL;
+}
+
+static void release_away_owner(void *p)
+{
+    away_owner *a = p;
+    PyThreadState *here;
+
+    if (Py_IsInitialized() && !cai_is_finalizing() &&
+        __atomic_load_n(&a->home->open, __ATOMIC_ACQUIRE)) {
+        here = attached_here();
+        if (here != NULL && here->interp == a->home->interp)
+            Py_DECREF(a->obj);
+        else
+            release_in(a->home->interp, a->obj, here);
+    }
+    home_release(a->home);
+    free(a);
+}
+
+/* The owner for a tensor holding obj (whose reference is consumed) made in
+ * home's interpreter.  -1 (obj dropped, no exception) without memory. */
+int owner_away(cai_home *home, PyObject *obj, void **owner,
+               cai_release_fn *release)
+{
+    away_owner *a = malloc(sizeof *a);
+
+    if (a == NULL) {
+        Py_DECREF(obj);
+        return -1;
+    }
+    a->obj = obj;
+    a->home = home;
+    __atomic_add_fetch(&home->refs, 1, __ATOMIC_RELAXED);
+    *owner = a;
+    *release = release_away_owner;
+    return 0;
 }
 
 /* Runs a tensor's own deleter, whoever made it. */
@@ -170,7 +457,7 @@ PyObject *desc_to_capsule(cai_state *st, const cai_desc_t *desc,
 /* Takes the tensor out of a DLPack capsule, marking the capsule used, into
  * a CAIView reporting stream. */
 PyObject *tensor_from_capsule(cai_state *st, PyObject *capsule,
-                              PyObject *stream)
+                              PyObject *stream, int legacy_writable)
 {
     const char *name = PyCapsule_GetName(capsule);
     void *tensor;
@@ -201,5 +488,8 @@ PyObject *tensor_from_capsule(cai_state *st, PyObject *capsule,
     if (PyCapsule_SetName(capsule, versioned ? CAPSULE_VERSIONED_USED
                                              : CAPSULE_LEGACY_USED) != 0)
         return NULL;
-    return caiview_new(st, tensor, versioned, stream);
+    /* A legacy tensor cannot say whether its memory may be written: read
+     * only, as NumPy imports it, unless the caller knows better. */
+    return caiview_new(st, tensor, versioned, stream,
+                       !versioned && !legacy_writable);
 }

@@ -8,6 +8,7 @@
  */
 #include "caibridge_module.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,16 +65,24 @@ PyObject *view_new(cai_state *st, PyObject *obj, const cai_desc_t *d,
     v->ndim = d->ndim;
     v->readonly = d->readonly;
     v->version = d->version;
+    /* A zero-size array's strides are moot (any value passes the check):
+     * it is described as contiguous. */
     v->has_strides = d->has_strides;
+    for (i = 0; i < d->ndim && v->has_strides; i++)
+        if (d->shape[i] == 0)
+            v->has_strides = 0;
     v->has_stream = d->has_stream;
     v->stream = d->stream;
     v->sync = sync;
     v->readonly_legacy_ok = readonly_legacy_ok;
+    v->st = st;
+    v->home = st->home;
+    v->fence = NULL;
     /* Loops, not memcpy: a call costs more than a few extents. */
     for (i = 0; i < d->ndim; i++)
         VIEW_SHAPE(v)[i] = d->shape[i];
     elem = VIEW_ELEMENT_STRIDES(v);
-    if (d->has_strides) {
+    if (v->has_strides) {
         for (i = 0; i < d->ndim; i++)
             VIEW_STRIDES(v)[i] = d->strides[i];
         if (cai_strides_bytes_to_elements(d->ndim, d->shape, d->strides,
@@ -95,6 +104,10 @@ PyObject *view_new(cai_state *st, PyObject *obj, const cai_desc_t *d,
                 __builtin_mul_overflow(step, d->shape[i], &step))
                 step = INT64_MAX;
         }
+    }
+    if (d->has_stream && fence_at_view(st, d, sync, &v->fence) != 0) {
+        Py_DECREF(v);
+        return NULL;
     }
     PyObject_GC_Track(v);
     return (PyObject *)v;
@@ -127,6 +140,9 @@ void view_dealloc(PyObject *self)
     if (((DLPackViewObject *)self)->weakrefs != NULL)
         PyObject_ClearWeakRefs(self);
     view_clear(self);
+    /* Nobody can wait on it any more: every tensor holds the view. */
+    if (((DLPackViewObject *)self)->fence != NULL)
+        (void)cai_fence_destroy(((DLPackViewObject *)self)->fence, NULL);
     type->tp_free(self);
     Py_DECREF(type);
 }
@@ -134,65 +150,94 @@ void view_dealloc(PyObject *self)
 /* ------------------------------------------------------------------ */
 /* Copies (copy=True on host memory)                                   */
 
+/* The element's byte offset is kept as an integer and only ever names an
+ * element of the (checked) extent: the pointer never steps past the array,
+ * not even by a stride of an axis of length 1. */
 static void copy_strided(char *dst, const char *src, const cai_desc_t *d,
                          size_t itemsize)
 {
     int64_t index[CAI_MAX_NDIM] = {0};
-    int64_t count = 1;
+    int64_t count = 1, offset = 0;
     int i, ndim = d->ndim;
 
     for (i = 0; i < ndim; i++)
         count *= d->shape[i];
     while (count-- > 0) {
-        memcpy(dst, src, itemsize);
+        memcpy(dst, src + offset, itemsize);
         dst += itemsize;
         for (i = ndim - 1; i >= 0; i--) {
-            src += d->strides[i];
-            if (++index[i] < d->shape[i])
+            if (++index[i] < d->shape[i]) {
+                offset += d->strides[i];
                 break;
-            src -= d->strides[i] * d->shape[i];
+            }
+            offset -= d->strides[i] * (d->shape[i] - 1);
             index[i] = 0;
         }
     }
 }
 
-/* A C-contiguous, writable copy of host data in a tensor marked IS_COPIED;
- * the tensor owns the copy and frees it in its deleter. */
-static PyObject *copy_to_capsule(cai_state *st, const cai_desc_t *d,
-                                 int versioned)
+/* The bytes of a C-contiguous block of ndim extents of itemsize bytes;
+ * -1 for a negative extent, or a size that overflows or size_t cannot
+ * hold. */
+int contiguous_nbytes(int ndim, const int64_t *shape, int64_t itemsize,
+                      int64_t *nbytes)
 {
-    int64_t itemsize = cai_dtype_itemsize(d->dtype), count = 1, nbytes;
-    cai_desc_t c;
-    char *block;
+    int64_t count = 1;
     int i;
 
-    for (i = 0; i < d->ndim; i++) {
-        if (__builtin_mul_overflow(count, d->shape[i], &count))
-            return PyErr_NoMemory();
+    for (i = 0; i < ndim; i++) {
+        if (shape[i] < 0 || __builtin_mul_overflow(count, shape[i], &count))
+            return -1;
     }
-    if (__builtin_mul_overflow(count, itemsize, &nbytes) ||
-        (uint64_t)nbytes > SIZE_MAX)
+    if (__builtin_mul_overflow(count, itemsize, nbytes) ||
+        (uint64_t)*nbytes > SIZE_MAX)
+        return -1;
+    return 0;
+}
+
+/* Describes a writable, C-contiguous block at data. */
+void contiguous_desc(cai_desc_t *c, void *data, int ndim,
+                     const int64_t *shape, DLDataType dtype, DLDevice device)
+{
+    int i;
+
+    c->data = data;
+    c->readonly = 0;
+    c->ndim = ndim;
+    c->version = 3;
+    c->has_strides = 0;
+    c->has_mask = 0;
+    c->has_stream = 0;
+    c->stream = 0;
+    c->dtype = dtype;
+    c->device = device;
+    for (i = 0; i < ndim; i++)
+        c->shape[i] = shape[i];
+}
+
+/* A C-contiguous, writable copy of host data in a tensor marked IS_COPIED;
+ * the tensor owns the copy and frees it in its deleter. */
+PyObject *copy_to_capsule(cai_state *st, const cai_desc_t *d, int versioned)
+{
+    int64_t nbytes;
+    cai_desc_t c;
+    char *block;
+
+    if (contiguous_nbytes(d->ndim, d->shape, cai_dtype_itemsize(d->dtype),
+                          &nbytes) != 0)
         return PyErr_NoMemory();
     block = malloc(nbytes > 0 ? (size_t)nbytes : 1);
     if (block == NULL)
         return PyErr_NoMemory();
-    if (count > 0) {
+    if (nbytes > 0) {
         if (d->has_strides)
-            copy_strided(block, d->data, d, (size_t)itemsize);
+            copy_strided(block, d->data, d,
+                         (size_t)cai_dtype_itemsize(d->dtype));
         else
             memcpy(block, d->data, (size_t)nbytes);
     }
-    c.data = block;
-    c.readonly = 0;
-    c.ndim = d->ndim;
+    contiguous_desc(&c, block, d->ndim, d->shape, d->dtype, d->device);
     c.version = d->version;
-    c.has_strides = 0;
-    c.has_mask = 0;
-    c.has_stream = 0;
-    c.stream = 0;
-    c.dtype = d->dtype;
-    c.device = d->device;
-    memcpy(c.shape, d->shape, (size_t)d->ndim * sizeof c.shape[0]);
     return desc_to_capsule(st, &c, versioned,
                            CAI_OPT_IS_COPIED | CAI_OPT_LEGACY_READONLY_OK,
                            block, free);
@@ -202,25 +247,36 @@ static PyObject *copy_to_capsule(cai_state *st, const cai_desc_t *d,
 /* __dlpack__                                                          */
 
 /* The capsule for one __dlpack__ request; every request is independent and
- * holds its own reference to the view (and so to the producer). */
+ * holds its own reference to the view (and so to the producer).  to_host:
+ * host-accessible memory asked for as kDLCPU. */
 #if defined(__GNUC__)
 __attribute__((noinline)) /* keeps its descriptor off view_export's stack */
 #endif
 static PyObject *view_export_slow(cai_state *st, DLPackViewObject *v,
                                   PyObject *stream, int versioned, int copy,
-                                  int sync, int streams)
+                                  int to_host)
 {
     cai_desc_t d;
     intptr_t consumer = CAI_STREAM_NO_SYNC;
     cai_error_t err;
     void *tensor;
+    int given = stream != NULL && stream != Py_None;
+    /* A consumer on the CPU reads pinned or managed memory at once: the
+     * host waits for the producer.  It says so with dl_device=(kDLCPU, 0),
+     * or by passing no stream, as NumPy does. */
+    int host_wait = !given && (to_host ||
+                               v->device.device_type == kDLCUDAHost ||
+                               v->device.device_type == kDLCUDAManaged);
 
-    if (streams) {
-        view_to_header(v, &d);
-        if (check_stream(st, &d, stream, &consumer) != 0)
-            return NULL;
+    view_to_header(v, &d);
+    if (to_host) {
+        d.device.device_type = kDLCPU;
+        d.device.device_id = 0;
     }
-    if (copy && v->device.device_type != kDLCPU) {
+    if ((given || v->has_stream) &&
+        check_stream(st, &d, stream, &consumer) != 0)
+        return NULL;
+    if (copy && d.device.device_type != kDLCPU) {
         PyErr_Format(PyExc_BufferError,
                      "copy=True: a copy of device memory (device type %d) is "
                      "not supported; only host arrays are copied",
@@ -229,16 +285,27 @@ static PyObject *view_export_slow(cai_state *st, DLPackViewObject *v,
     }
     if (!copy && !versioned && v->readonly && !v->readonly_legacy_ok)
         return readonly_legacy_error();
-    if (streams && order_streams(st, &d, consumer, sync) != 0)
+    if (host_wait ? view_host_sync(st, v) != 0
+                  : view_order(st, v, consumer) != 0)
         return NULL;
     if (copy) {
         view_to_desc(v, &d);
+        d.device.device_type = kDLCPU;
+        d.device.device_id = 0;
         return copy_to_capsule(st, &d, versioned);
     }
     if (view_tensor(v, versioned,
                     v->readonly_legacy_ok ? CAI_OPT_LEGACY_READONLY_OK : 0,
-                    &tensor, &err) != 0)
+                    host_wait ? CAI_STREAM_NO_SYNC : consumer, &tensor,
+                    &err) != 0)
         return raise_status(st, &err);
+    if (to_host) {
+        DLTensor *t = versioned
+                          ? &((DLManagedTensorVersioned *)tensor)->dl_tensor
+                          : &((DLManagedTensor *)tensor)->dl_tensor;
+
+        t->device = d.device;
+    }
     return tensor_capsule(tensor, versioned);
 }
 
@@ -246,62 +313,46 @@ static PyObject *view_export_slow(cai_state *st, DLPackViewObject *v,
  * descriptor: the view's checked layout goes straight to the core. */
 static inline PyObject *view_export(cai_state *st, DLPackViewObject *v,
                                     PyObject *stream, int versioned, int copy,
-                                    int sync)
+                                    int to_host)
 {
     cai_error_t err;
     void *tensor;
+
     /* No stream on either side: nothing to check (no error is possible
      * without one) and nothing to order. */
-    int streams = (stream != NULL && stream != Py_None) || v->has_stream;
-
-    if (streams || copy)
-        return view_export_slow(st, v, stream, versioned, copy, sync,
-                                streams);
+    if ((stream != NULL && stream != Py_None) || v->has_stream || copy ||
+        to_host)
+        return view_export_slow(st, v, stream, versioned, copy, to_host);
     if (!versioned && v->readonly && !v->readonly_legacy_ok)
         return readonly_legacy_error();
     if (view_tensor(v, versioned,
                     v->readonly_legacy_ok ? CAI_OPT_LEGACY_READONLY_OK : 0,
-                    &tensor, &err) != 0)
+                    CAI_STREAM_NO_SYNC, &tensor, &err) != 0)
         return raise_status(st, &err);
     return tensor_capsule(tensor, versioned);
 }
 
-static PyObject *view_dlpack(PyObject *self, PyTypeObject *defining_class,
-                             PyObject *const *args, Py_ssize_t nargs,
-                             PyObject *kwnames)
+/* Not METH_METHOD: the view keeps its module's state, and the interpreter
+ * specializes calls of plain fast methods. */
+static PyObject *view_dlpack(PyObject *self, PyObject *const *args,
+                             Py_ssize_t nargs, PyObject *kwnames)
 {
     DLPackViewObject *v = (DLPackViewObject *)self;
-    cai_state *st = type_state(defining_class);
-    PyObject *const names[] = {st->name[F_STREAM], st->name[N_MAX_VERSION],
-                               st->name[N_DL_DEVICE], st->name[N_COPY]};
+    cai_state *st = v->st;
     PyObject *values[4] = {NULL, NULL, NULL, NULL};
-    int versioned, copy;
+    int versioned, copy, to_host = 0;
 
     if (check_positional("__dlpack__", nargs, 0) != 0 ||
-        match_keywords("__dlpack__", args + nargs, kwnames, names, values,
-                       4) != 0)
+        match_keywords("__dlpack__", args + nargs, kwnames, st->kw_dlpack,
+                       values, 4) != 0)
         return NULL;
     if ((versioned = wants_versioned(values[1])) < 0)
         return NULL;
-    if (values[2] != NULL && values[2] != Py_None) {
-        DLDevice want;
-
-        if (read_device(st, values[2], "dl_device", &want) != 0)
-            return NULL;
-        if (want.device_type != v->device.device_type ||
-            want.device_id != v->device.device_id) {
-            PyErr_Format(PyExc_BufferError,
-                         "dl_device = (%d, %d): the data lives on (%d, %d) "
-                         "and caibridge does not move data between devices",
-                         (int)want.device_type, (int)want.device_id,
-                         (int)v->device.device_type,
-                         (int)v->device.device_id);
-            return NULL;
-        }
-    }
+    if ((to_host = check_dl_device(st, values[2], v->device)) < 0)
+        return NULL;
     if ((copy = read_copy(values[3])) < 0)
         return NULL;
-    return view_export(st, v, values[0], versioned, copy, v->sync);
+    return view_export(st, v, values[0], versioned, copy, to_host);
 }
 
 static PyObject *view_dlpack_device(PyObject *self, PyObject *unused)
@@ -315,16 +366,20 @@ static PyObject *view_dlpack_device(PyObject *self, PyObject *unused)
 static PyObject *view_repr(PyObject *self)
 {
     DLPackViewObject *v = (DLPackViewObject *)self;
-    char typestr[CAI_TYPESTR_MAX];
+    const char *device = device_type_name(v->device.device_type);
+    char typestr[CAI_TYPESTR_MAX], number[16];
     cai_error_t err;
 
     if (cai_typestr_format(v->dtype, typestr, &err) != 0)
         strcpy(typestr, "?");
+    if (device == NULL) { /* a type given with device= that has no name */
+        snprintf(number, sizeof number, "%d", (int)v->device.device_type);
+        device = number;
+    }
     return PyUnicode_FromFormat(
-        "<caibridge.DLPackView ndim=%d typestr='%s' device=(%d, %d)%s of "
-        "%.100s>", v->ndim, typestr, (int)v->device.device_type,
-        (int)v->device.device_id, v->readonly ? " readonly" : "",
-        Py_TYPE(v->obj)->tp_name);
+        "<caibridge.DLPackView ndim=%d typestr='%s' device=(%s, %d)%s of "
+        "%.100s>", v->ndim, typestr, device, (int)v->device.device_id,
+        v->readonly ? " readonly" : "", Py_TYPE(v->obj)->tp_name);
 }
 
 static PyObject *view_get_obj(PyObject *self, void *unused)
@@ -333,23 +388,27 @@ static PyObject *view_get_obj(PyObject *self, void *unused)
 }
 
 PyDoc_STRVAR(view_dlpack_doc,
-"__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)\n"
+"__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None,\n"
+"           copy=None)\n"
 "--\n\n"
 "Export the data as a DLPack capsule.\n\n"
 "A versioned capsule ('dltensor_versioned') when max_version asks for 1.x,\n"
 "else a legacy one ('dltensor').  Each call hands out an independent capsule\n"
 "holding a reference to the producer until its deleter runs.  For CUDA\n"
 "memory, stream is the consumer's stream (None: legacy default, -1: no\n"
-"ordering; 0 is refused); for host memory it must be None.  copy=True makes\n"
-"a C-contiguous host copy marked IS_COPIED; copy=False never copies.");
+"ordering; 0 is refused); it waits for the producer's work queued before\n"
+"the view was made.  For host memory stream must be None.  Pinned and\n"
+"managed memory with no stream, or asked for as dl_device=(1, 0), make the\n"
+"host wait instead.  copy=True makes a C-contiguous host copy marked\n"
+"IS_COPIED; copy=False never copies.");
 
 PyDoc_STRVAR(view_dlpack_device_doc,
-"__dlpack_device__()\n--\n\n"
+"__dlpack_device__($self, /)\n--\n\n"
 "The (device_type, device_id) pair of the data.");
 
 static PyMethodDef view_methods[] = {
     {"__dlpack__", (PyCFunction)(void (*)(void))view_dlpack,
-     METH_METHOD | METH_FASTCALL | METH_KEYWORDS, view_dlpack_doc},
+     METH_FASTCALL | METH_KEYWORDS, view_dlpack_doc},
     {"__dlpack_device__", view_dlpack_device, METH_NOARGS,
      view_dlpack_device_doc},
     {NULL, NULL, 0, NULL}};

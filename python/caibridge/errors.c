@@ -7,6 +7,7 @@
  */
 #include "caibridge_module.h"
 
+#include <stdio.h>
 #include <string.h>
 
 PyObject *raise_status(cai_state *st, const cai_error_t *err)
@@ -20,14 +21,25 @@ PyObject *raise_status(cai_state *st, const cai_error_t *err)
     case CAI_ECUDA: type = st->CUDAError; break;
     default: type = PyExc_BufferError; break;
     }
-    /* Every message names its field; prefix it where the text does not. */
-    if (err->field[0] != '\0' && strstr(err->message, err->field) == NULL)
-        PyErr_Format(type, "%s: %s", err->field,
-                     err->message[0] ? err->message
-                                     : cai_status_name(err->status));
-    else
-        PyErr_SetString(type, err->message[0] ? err->message
-                                              : cai_status_name(err->status));
+    /* Every message names its field; prefix it where the text does not.
+     * The text may hold a path or typestr cut mid-character: decoded with
+     * replacement, so the exception raised is always the documented one. */
+    {
+        const char *text = err->message[0] ? err->message
+                                           : cai_status_name(err->status);
+        char both[sizeof err->field + sizeof err->message + 2];
+        PyObject *msg;
+
+        if (err->field[0] != '\0' && strstr(text, err->field) == NULL) {
+            snprintf(both, sizeof both, "%s: %s", err->field, text);
+            text = both;
+        }
+        msg = PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "replace");
+        if (msg == NULL)
+            return NULL;
+        PyErr_SetObject(type, msg);
+        Py_DECREF(msg);
+    }
     return NULL;
 }
 

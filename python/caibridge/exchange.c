@@ -1,7 +1,8 @@
 /*
- * The DLPack C exchange API (DLPack 1.2/1.3), both sides: the table that
- * DLPackView's type publishes as __dlpack_c_exchange_api__, and reading a
- * foreign type's table in from_dlpack.  The table's functions are called
+ * The DLPack C exchange API (DLPack 1.2/1.3), both sides: the tables that
+ * DLPackView's and CAIView's types, and the classes add_dlpack patches,
+ * publish as __dlpack_c_exchange_api__, and reading a foreign type's table
+ * in from_dlpack.  The table's functions are called
  * from C with no module at hand: the views they take lead to the module
  * state through their type.
  *
@@ -22,9 +23,8 @@ static int xapi_allocator(DLTensor *prototype, DLManagedTensorVersioned **out,
 {
     cai_desc_t d;
     cai_error_t err;
-    int64_t itemsize, count = 1, nbytes;
+    int64_t itemsize, nbytes;
     void *block;
-    int i;
 
     *out = NULL;
     if (prototype->device.device_type != kDLCPU) {
@@ -40,32 +40,21 @@ static int xapi_allocator(DLTensor *prototype, DLManagedTensorVersioned **out,
         return -1;
     }
     itemsize = cai_dtype_itemsize(prototype->dtype);
-    for (i = 0; i < prototype->ndim; i++) {
-        if (prototype->shape[i] < 0 ||
-            __builtin_mul_overflow(count, prototype->shape[i], &count))
-            goto too_big;
+    if (itemsize == 0 || contiguous_nbytes(prototype->ndim, prototype->shape,
+                                           itemsize, &nbytes) != 0) {
+        if (set_error != NULL)
+            set_error(error_ctx, "ValueError",
+                      "the prototype's dtype or size cannot be allocated");
+        return -1;
     }
-    if (itemsize == 0 || __builtin_mul_overflow(count, itemsize, &nbytes) ||
-        (uint64_t)nbytes > SIZE_MAX)
-        goto too_big;
     block = NULL;
     if (posix_memalign(&block, 64, nbytes > 0 ? (size_t)nbytes : 1) != 0) {
         if (set_error != NULL)
             set_error(error_ctx, "MemoryError", "cannot allocate the tensor");
         return -1;
     }
-    d.data = block;
-    d.readonly = 0;
-    d.ndim = prototype->ndim;
-    d.version = 3;
-    d.has_strides = 0;
-    d.has_mask = 0;
-    d.has_stream = 0;
-    d.stream = 0;
-    d.dtype = prototype->dtype;
-    d.device = prototype->device;
-    for (i = 0; i < d.ndim; i++)
-        d.shape[i] = prototype->shape[i];
+    contiguous_desc(&d, block, prototype->ndim, prototype->shape,
+                    prototype->dtype, prototype->device);
     if (cai_desc_to_dlpack_versioned(&d, 0, block, free, out, &err) != 0) {
         if (set_error != NULL)
             set_error(error_ctx,
@@ -74,12 +63,6 @@ static int xapi_allocator(DLTensor *prototype, DLManagedTensorVersioned **out,
         return -1;
     }
     return 0;
-
-too_big:
-    if (set_error != NULL)
-        set_error(error_ctx, "ValueError",
-                  "the prototype's dtype or size cannot be allocated");
-    return -1;
 }
 
 /* The exchange API's Python objects must be our views. */
@@ -94,6 +77,22 @@ static DLPackViewObject *xapi_view(PyObject *o)
     return (DLPackViewObject *)o;
 }
 
+/*
+ * The table's stream contract: what it hands out is safe to use on the
+ * stream xapi_current_work_stream reports, the legacy default stream.  So
+ * that stream waits, on the device, for the producer's work (the host does
+ * not block) on the fence taken when the view was made; a view made with
+ * sync=False has none and is handed out unordered, as the user chose.
+ * Every hand-over waits: a consumer may launch on the reported stream at
+ * once.
+ */
+static inline int xapi_order(DLPackViewObject *v)
+{
+    return v->fence == NULL ? 0
+                            : view_order(type_state(Py_TYPE(v)), v,
+                                         CAI_STREAM_LEGACY);
+}
+
 static int xapi_managed_from_py(void *py_object,
                                 DLManagedTensorVersioned **out)
 {
@@ -103,9 +102,10 @@ static int xapi_managed_from_py(void *py_object,
     void *tensor;
 
     *out = NULL;
-    if ((v = xapi_view(o)) == NULL)
+    if ((v = xapi_view(o)) == NULL || xapi_order(v) != 0)
         return -1;
-    if (view_tensor(v, 1, 0, &tensor, &err) != 0) {
+    /* Released, the producer's stream waits for the legacy one. */
+    if (view_tensor(v, 1, 0, CAI_STREAM_LEGACY, &tensor, &err) != 0) {
         raise_status(type_state(Py_TYPE(o)), &err);
         return -1;
     }
@@ -119,15 +119,21 @@ static int xapi_managed_to_py(DLManagedTensorVersioned *tensor,
                               void **out_py_object)
 {
     PyObject *module = PyImport_ImportModule("caibridge._core");
-    PyObject *v;
+    PyObject *v, *legacy_stream = PyLong_FromLong(CAI_STREAM_LEGACY);
 
-    if (module == NULL) {
+    if (module == NULL || legacy_stream == NULL) {
+        Py_XDECREF(module);
+        Py_XDECREF(legacy_stream);
         *out_py_object = NULL;
         delete_tensor(tensor, 1);
         return -1;
     }
-    v = caiview_new(PyModule_GetState(module), tensor, 1, Py_None);
+    /* CUDA data is ready on our work stream, the legacy one (caiview_new
+     * reports None for host data). */
+    v = caiview_new(PyModule_GetState(module), tensor, 1, legacy_stream,
+                    0);
     Py_DECREF(module);
+    Py_DECREF(legacy_stream);
     *out_py_object = v;
     return v == NULL ? -1 : 0;
 }
@@ -138,7 +144,7 @@ static int xapi_dltensor_from_py(void *py_object, DLTensor *out)
     PyObject *o = py_object;
     DLPackViewObject *v;
 
-    if ((v = xapi_view(o)) == NULL)
+    if ((v = xapi_view(o)) == NULL || xapi_order(v) != 0)
         return -1;
     out->data = v->data;
     out->device = v->device;
@@ -150,16 +156,19 @@ static int xapi_dltensor_from_py(void *py_object, DLTensor *out)
     return 0;
 }
 
-/* caibridge keeps no stream of its own: work goes on the default stream. */
+/* caibridge keeps no stream of its own: CUDA work goes on the legacy
+ * default stream, named by its handle (1), never NULL, which a consumer
+ * built with per-thread default streams would take for its own stream. */
 static int xapi_current_work_stream(DLDeviceType device_type,
                                     int32_t device_id, void **out)
 {
-    *out = NULL;
+    (void)device_id;
+    *out = is_cuda_device(device_type) ? (void *)CAI_STREAM_LEGACY : NULL;
     return 0;
 }
 
 /* One table for every interpreter: it holds only functions. */
-static const DLPackExchangeAPI exchange_api = {
+const DLPackExchangeAPI view_exchange_api = {
     {{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, NULL},
     xapi_allocator,
     xapi_managed_from_py,
@@ -168,33 +177,93 @@ static const DLPackExchangeAPI exchange_api = {
     xapi_current_work_stream,
 };
 
-/* DLPack 1.3: the exchange API is a capsule in the producer type's dict. */
-int exchange_publish(cai_state *st, PyTypeObject *view_type)
+/* CAIView's table: its tensor re-exported, the view held by it. */
+static int xapi_caiview_from_py(void *py_object,
+                                DLManagedTensorVersioned **out)
 {
-    PyObject *capsule = PyCapsule_New((void *)(uintptr_t)&exchange_api,
+    PyObject *o = py_object;
+
+    *out = NULL;
+    if (!is_caiview(o)) {
+        PyErr_Format(PyExc_TypeError,
+                     "caibridge's exchange API takes a CAIView, got %.100s",
+                     Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    return caiview_tensor(type_state(Py_TYPE(o)), o, (void **)out);
+}
+
+const DLPackExchangeAPI caiview_exchange_api = {
+    {{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, NULL},
+    xapi_allocator,
+    xapi_caiview_from_py,
+    xapi_managed_to_py,
+    NULL, /* the tensor's own shape and strides may be absent (legacy) */
+    xapi_current_work_stream,
+};
+
+/* The table of classes patched by add_dlpack: each object is read afresh.
+ * No borrowed DLTensor: the object keeps no shape or strides in C. */
+static int xapi_object_from_py(void *py_object,
+                               DLManagedTensorVersioned **out)
+{
+    PyObject *o = py_object;
+    cai_state *st;
+
+    *out = NULL;
+    if ((st = bridge_state_of(o)) == NULL)
+        return -1;
+    return object_tensor(st, o, (void **)out);
+}
+
+const DLPackExchangeAPI bridge_exchange_api = {
+    {{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, NULL},
+    xapi_allocator,
+    xapi_object_from_py,
+    xapi_managed_to_py,
+    NULL,
+    xapi_current_work_stream,
+};
+
+/* DLPack 1.3: the exchange API is a capsule in the producer type's dict. */
+int exchange_publish(cai_state *st, PyTypeObject *type,
+                     const DLPackExchangeAPI *api)
+{
+    PyObject *capsule = PyCapsule_New((void *)(uintptr_t)api,
                                       CAPSULE_EXCHANGE_API, NULL);
     int rc;
 
     if (capsule == NULL)
         return -1;
-    rc = PyDict_SetItem(view_type->tp_dict, st->name[N_EXCHANGE_API],
-                        capsule);
+    rc = PyDict_SetItem(type->tp_dict, st->name[N_EXCHANGE_API], capsule);
     Py_DECREF(capsule);
-    PyType_Modified(view_type);
+    PyType_Modified(type);
     return rc;
 }
 
-/* A usable exchange API table on type(x), or NULL (no error) if none. */
-const DLPackExchangeAPI *foreign_table(cai_state *st, PyObject *x)
+/* A usable exchange API table on type(x), or NULL (no error) if none;
+ * *holder then holds the capsule that publishes it. */
+static const DLPackExchangeAPI *foreign_table(cai_state *st, PyObject *x,
+                                              PyObject **holder)
 {
     PyObject *names[2] = {st->name[N_EXCHANGE_API],
                           st->name[N_EXCHANGE_API_OLD]};
     int i;
 
+    /* Only the type's own table: a subclass may override __dlpack__, and
+     * then only __dlpack__ says what the object exports. */
+    PyObject *dict = Py_TYPE(x)->tp_dict;
+
+    if (dict == NULL)
+        return NULL;
     for (i = 0; i < 2; i++) {
-        PyObject *capsule = _PyType_Lookup(Py_TYPE(x), names[i]);
+        PyObject *capsule = PyDict_GetItemWithError(dict, names[i]);
         const DLPackExchangeAPIHeader *h;
 
+        if (capsule == NULL && PyErr_Occurred()) {
+            PyErr_Clear(); /* a str key: never happens; no table then */
+            continue;
+        }
         if (capsule == NULL || !PyCapsule_IsValid(capsule,
                                                   CAPSULE_EXCHANGE_API))
             continue;
@@ -202,15 +271,53 @@ const DLPackExchangeAPI *foreign_table(cai_state *st, PyObject *x)
         /* Newer tables chain to older ones (DLPack, "prev_api"). */
         while (h != NULL && h->version.major != DLPACK_MAJOR_VERSION)
             h = h->prev_api;
-        if (h != NULL)
+        if (h != NULL) {
+            *holder = Py_NewRef(capsule);
             return (const DLPackExchangeAPI *)h;
+        }
     }
     return NULL;
 }
 
-/* from_dlpack through a producer type's table (stream None or -1). */
-PyObject *from_foreign_table(cai_state *st, PyObject *x,
-                             const DLPackExchangeAPI *api, int given)
+/*
+ * 1 when the table gives what x.__dlpack__() would give.  PyTorch's table
+ * skips the checks its __dlpack__ makes: a tensor that requires grad, or
+ * whose conjugate bit is set (its values would come out un-conjugated),
+ * goes through __dlpack__ instead, which refuses it.  Two C-level reads
+ * on a tensor; on other types, two failed look-ups.
+ */
+static int table_agrees(cai_state *st, PyObject *x)
+{
+    PyObject *o, *r;
+    int flag;
+
+    if (cai_lookup_attr(x, st->name[N_REQUIRES_GRAD], &o) < 0)
+        return -1;
+    if (o != NULL) {
+        flag = o == Py_True ? 1 : o == Py_False ? 0 : PyObject_IsTrue(o);
+        Py_DECREF(o);
+        if (flag != 0)
+            return flag < 0 ? -1 : 0;
+    }
+    if (cai_lookup_attr(x, st->name[N_IS_CONJ], &o) < 0)
+        return -1;
+    if (o == NULL)
+        return 1;
+    r = PyObject_CallNoArgs(o);
+    Py_DECREF(o);
+    if (r == NULL)
+        return -1;
+    flag = r == Py_False ? 0 : r == Py_True ? 1 : PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return flag < 0 ? -1 : !flag;
+}
+
+/* The tensor of x through api, in a CAIView.  The export orders nothing:
+ * the CAI stream reported is the one the table says the data is ready on
+ * (its NULL default stream is the legacy one), so a CAI consumer orders
+ * itself after it, whichever of None and -1 was given. */
+static PyObject *from_table(cai_state *st, PyObject *x,
+                            const DLPackExchangeAPI *api, int given)
 {
     DLManagedTensorVersioned *t = NULL;
     PyObject *stream_obj, *result;
@@ -223,11 +330,8 @@ PyObject *from_foreign_table(cai_state *st, PyObject *x,
         return NULL;
     }
     __atomic_fetch_add(&st->foreign_table_imports, 1, __ATOMIC_RELAXED);
-    if (given) {
-        stream_obj = Py_NewRef(Py_None);
-    } else if (is_cuda_device(t->dl_tensor.device.device_type)) {
-        /* No-sync export: the data is ready on the producer's current
-         * stream, which consumers of the CAI must wait on. */
+    (void)given;
+    if (is_cuda_device(t->dl_tensor.device.device_type)) {
         if (api->current_work_stream(t->dl_tensor.device.device_type,
                                      t->dl_tensor.device.device_id,
                                      &work) != 0) {
@@ -246,7 +350,31 @@ PyObject *from_foreign_table(cai_state *st, PyObject *x,
         t->deleter(t);
         return NULL;
     }
-    result = caiview_new(st, t, 1, stream_obj);
+    result = caiview_new(st, t, 1, stream_obj, 0);
     Py_DECREF(stream_obj);
     return result;
+}
+
+/*
+ * from_dlpack through type(x)'s exchange API table (stream None or -1):
+ * 1 with *result set (NULL on error) when type(x) has a usable table that
+ * gives what x.__dlpack__() would, else 0.  The table's capsule is held while the table runs, which may run
+ * Python code.
+ */
+int from_foreign_table(cai_state *st, PyObject *x, int given,
+                       PyObject **result)
+{
+    PyObject *holder;
+    const DLPackExchangeAPI *api = foreign_table(st, x, &holder);
+
+    int agrees;
+
+    if (api == NULL)
+        return 0;
+    if ((agrees = table_agrees(st, x)) > 0)
+        *result = from_table(st, x, api, given);
+    else
+        *result = NULL; /* an error, or 0: __dlpack__ decides */
+    Py_DECREF(holder);
+    return agrees != 0;
 }

@@ -115,65 +115,78 @@ static inline PyObject *take_required(PyObject **entries, int field,
     return o;
 }
 
-/* Lowest and highest byte offsets (end exclusive) a validated layout reaches. */
-static void byte_extent(const cai_desc_t *d, int64_t itemsize, int64_t *lo,
-                        int64_t *hi)
+static const char BUFFER_CAPSULE[] = "caibridge.buffer";
+
+/* Releases the buffer export a capsule holds (it dies with the GIL held). */
+static void buffer_capsule_destructor(PyObject *capsule)
 {
-    int i;
+    Py_buffer *view = PyCapsule_GetPointer(capsule, BUFFER_CAPSULE);
 
-    *lo = 0;
-    *hi = itemsize;
-    for (i = 0; i < d->ndim; i++) {
-        if (d->shape[i] == 0) {
-            *hi = 0;
-            return;
-        }
-    }
-    if (!d->has_strides) {
-        for (i = 0; i < d->ndim; i++)
-            *hi *= d->shape[i];
-        return;
-    }
-    for (i = 0; i < d->ndim; i++) {
-        int64_t span = d->strides[i] * (d->shape[i] - 1);
-
-        if (span < 0)
-            *lo += span;
-        else
-            *hi += span;
+    if (view != NULL) {
+        PyBuffer_Release(view);
+        PyMem_Free(view);
     }
 }
 
 /*
- * The data entry of __array_interface__ given as a buffer object (or None:
- * obj's own buffer).  The memoryview returned in *keep holds the export.
+ * The data entry of __array_interface__ given as a buffer object (or None
+ * or absent: obj's own buffer), read as NumPy reads it: a simple buffer,
+ * which the exporter gives only when it is C-contiguous (not a memoryview
+ * with a step, nor a transposed array), read-only when it says so.  *keep
+ * receives a capsule holding the export until it dies.
  */
 static int read_buffer_data(PyObject *obj, PyObject *source, cai_desc_t *d,
                             PyObject **keep)
 {
-    PyObject *view = PyMemoryView_FromObject(source == Py_None ? obj : source);
-    Py_buffer *buf;
+    PyObject *exporter = source == NULL || source == Py_None ? obj : source;
+    Py_buffer *view = PyMem_Malloc(sizeof *view);
 
     if (view == NULL) {
-        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (PyObject_GetBuffer(exporter, view, PyBUF_SIMPLE) != 0) {
+        PyMem_Free(view);
+        if (PyErr_ExceptionMatches(PyExc_TypeError) &&
+            !PyObject_CheckBuffer(exporter)) {
             PyErr_Clear();
             PyErr_Format(PyExc_TypeError,
                          "data must be a (pointer, readonly) tuple, a buffer "
                          "object or None (the object's own buffer); "
                          "%.100s supports none of them",
-                         Py_TYPE(source == Py_None ? obj : source)->tp_name);
+                         Py_TYPE(exporter)->tp_name);
+        } else if (!PyErr_ExceptionMatches(PyExc_MemoryError)) {
+            PyObject *type, *value, *tb;
+
+            PyErr_Fetch(&type, &value, &tb);
+            PyErr_NormalizeException(&type, &value, &tb);
+            PyErr_Format(PyExc_BufferError,
+                         "data: %.100s gives no simple (C-contiguous) buffer: "
+                         "%S", Py_TYPE(exporter)->tp_name, value);
+            Py_XDECREF(type);
+            Py_XDECREF(value);
+            Py_XDECREF(tb);
         }
         return -1;
     }
-    buf = PyMemoryView_GET_BUFFER(view);
-    d->data = buf->buf;
-    d->readonly = buf->readonly != 0;
-    *keep = view;
+    *keep = PyCapsule_New(view, BUFFER_CAPSULE, buffer_capsule_destructor);
+    if (*keep == NULL) {
+        PyBuffer_Release(view);
+        PyMem_Free(view);
+        return -1;
+    }
+    d->data = view->buf;
+    d->readonly = view->readonly != 0;
     return 0;
 }
 
-/* The typestr entry (a str) into d->dtype. */
-static int read_typestr(cai_state *st, PyObject *o, cai_desc_t *d)
+/*
+ * The typestr entry (a str) into d->dtype.  A type NumPy reads but DLPack
+ * cannot hold is not raised here: it goes to *later (status non-zero), so
+ * that a malformed entry read after it is reported first.
+ */
+static int read_typestr(cai_state *st, PyObject *o, cai_desc_t *d,
+                        cai_error_t *later)
 {
     const char *text;
     Py_ssize_t len;
@@ -190,11 +203,21 @@ static int read_typestr(cai_state *st, PyObject *o, cai_desc_t *d)
         return 0;
     }
 #endif
+    if (!PyUnicode_IS_ASCII(o)) {
+        PyErr_Format(PyExc_ValueError,
+                     "typestr = %.80R is not a NumPy type string (ASCII, "
+                     "like '<f4')", o);
+        return -1;
+    }
     if ((text = PyUnicode_AsUTF8AndSize(o, &len)) == NULL)
         return -1;
     if (cai_typestr_parse(text, (size_t)len, &d->dtype, &err) != 0) {
-        raise_status(st, &err);
-        return -1;
+        if (err.status != CAI_EUNSUPPORTED) {
+            raise_status(st, &err);
+            return -1;
+        }
+        *later = err;
+        return 0;
     }
 #ifndef Py_GIL_DISABLED
     /* An exact str cannot change its text: remembered by identity. */
@@ -265,21 +288,27 @@ static int read_pointer_pair(PyObject *o, cai_desc_t *d)
 }
 
 /*
- * Reads a CAI (is_cuda) or __array_interface__ dict into d.  When the data
- * came through the buffer protocol, *keep receives the object holding the
- * export; the caller owns it.  The device is left for the caller to fill.
+ * Reads a CAI (is_cuda) or __array_interface__ dict into d, as NumPy reads
+ * it.  When the data came through the buffer protocol, *keep receives the
+ * object holding the export (the caller owns it) and *offset the offset,
+ * not yet applied to d->data: describe() applies it once the array is
+ * known to lie inside the buffer.  The device is left for the caller.
  */
 static int read_desc(cai_state *st, PyObject *obj, PyObject *iface,
-                     int is_cuda, cai_desc_t *d, PyObject **keep)
+                     int is_cuda, cai_desc_t *d, PyObject **keep,
+                     int64_t *offset)
 {
     const char *name = is_cuda ? "__cuda_array_interface__"
                                : "__array_interface__";
     PyObject *o = NULL, *entries[F_COUNT];
+    cai_error_t later;
     int64_t v;
     Py_ssize_t n;
     int j;
 
     *keep = NULL;
+    *offset = 0;
+    later.status = 0;
     if (!PyDict_Check(iface)) {
         PyErr_Format(PyExc_TypeError, "%s must be a dict, got %.100s", name,
                      Py_TYPE(iface)->tp_name);
@@ -297,7 +326,7 @@ static int read_desc(cai_state *st, PyObject *obj, PyObject *iface,
     Py_CLEAR(o);
 
     if ((o = take_required(entries, F_TYPESTR, name, st->name[F_TYPESTR]))
-        == NULL || read_typestr(st, o, d) != 0)
+        == NULL || read_typestr(st, o, d, &later) != 0)
         goto fail;
     Py_CLEAR(o);
 
@@ -357,41 +386,42 @@ static int read_desc(cai_state *st, PyObject *obj, PyObject *iface,
         Py_CLEAR(o);
     }
 
-    if ((o = take_required(entries, F_DATA, name, st->name[F_DATA])) == NULL)
-        goto fail;
-    if (PyTuple_Check(o)) {
+    /* data: a (pointer, read-only) pair, whose offset NumPy ignores; for
+     * __array_interface__ also a buffer, or None or absent for obj's own
+     * buffer, to which offset applies. */
+    o = entries[F_DATA];
+    entries[F_DATA] = NULL;
+    if (o != NULL && PyTuple_Check(o)) {
         if (read_pointer_pair(o, d) != 0)
             goto fail;
     } else if (is_cuda) {
-        PyErr_Format(PyExc_TypeError,
-                     "data must be a (pointer, readonly) tuple, got %.100s",
-                     Py_TYPE(o)->tp_name);
+        if (o == NULL)
+            missing(name, st->name[F_DATA]);
+        else
+            PyErr_Format(PyExc_TypeError,
+                         "data must be a (pointer, readonly) tuple, got "
+                         "%.100s", Py_TYPE(o)->tp_name);
         goto fail;
-    } else if (read_buffer_data(obj, o, d, keep) != 0) {
-        goto fail;
-    }
-    Py_CLEAR(o);
-
-    if (!is_cuda) {
+    } else {
+        if (read_buffer_data(obj, o, d, keep) != 0)
+            goto fail;
+        Py_CLEAR(o);
         o = entries[F_OFFSET];
         entries[F_OFFSET] = NULL;
-        if (o != NULL && o != Py_None) {
-            if (read_int64(o, "offset", -1, &v) != 0)
-                goto fail;
-            if (v < 0) {
-                PyErr_Format(PyExc_ValueError,
-                             "offset = %lld is negative", (long long)v);
-                goto fail;
-            }
-            if (v != 0)
-                d->data = (char *)d->data + v;
-        }
-        Py_CLEAR(o);
+        if (o != NULL && o != Py_None &&
+            read_int64(o, "offset", -1, offset) != 0)
+            goto fail;
     }
-    /* Every entry read was released above; what is left is the one this
-     * kind of interface does not read. */
-    Py_XDECREF(entries[F_STREAM]);
-    Py_XDECREF(entries[F_OFFSET]);
+    Py_CLEAR(o);
+    /* What is left is what this kind of interface does not read. */
+    for (j = 0; j < F_COUNT; j++)
+        Py_CLEAR(entries[j]);
+    /* Well formed throughout: now a type DLPack cannot hold is the error. */
+    if (later.status != 0) {
+        raise_status(st, &later);
+        Py_CLEAR(*keep);
+        return -1;
+    }
     return 0;
 
 fail:
@@ -402,23 +432,78 @@ fail:
     return -1;
 }
 
-/* A buffer-protocol export must hold every byte the layout reaches. */
-static int check_buffer_bounds(const cai_desc_t *d, PyObject *keep)
+/*
+ * A buffer-protocol export must hold every byte the layout reaches from
+ * offset, computed with overflow-checked arithmetic (a zero-size array
+ * still needs 0 <= offset <= len); only then is the offset added to the
+ * pointer, which so never leaves the buffer.
+ */
+static int apply_buffer_offset(cai_state *st, cai_desc_t *d, PyObject *keep,
+                               int64_t offset)
 {
-    Py_buffer *buf = PyMemoryView_GET_BUFFER(keep);
-    int64_t lo, hi, start = (char *)d->data - (char *)buf->buf;
+    Py_buffer *buf = PyCapsule_GetPointer(keep, BUFFER_CAPSULE);
+    int64_t lo, hi;
+    cai_error_t err;
 
-    byte_extent(d, cai_dtype_itemsize(d->dtype), &lo, &hi);
-    if (hi == 0)
-        return 0;
-    if (start + lo < 0 || start + hi > (int64_t)buf->len) {
+    if (offset < 0) {
         PyErr_Format(PyExc_ValueError,
-                     "data: the array reaches bytes %lld to %lld of a buffer "
-                     "of %zd bytes", (long long)(start + lo),
-                     (long long)(start + hi), buf->len);
+                     "offset = %lld is negative: the array would start "
+                     "before its buffer", (long long)offset);
         return -1;
     }
+    if (cai_layout_extent(d->ndim, d->shape, d->has_strides ? d->strides
+                                                            : NULL,
+                          cai_dtype_itemsize(d->dtype), offset, &lo, &hi,
+                          &err) != 0) {
+        raise_status(st, &err);
+        return -1;
+    }
+    if (lo < 0 || hi > (int64_t)buf->len) {
+        PyErr_Format(PyExc_ValueError,
+                     "data: with offset = %lld the array reaches bytes %lld "
+                     "to %lld of a buffer of %zd bytes", (long long)offset,
+                     (long long)lo, (long long)hi, buf->len);
+        return -1;
+    }
+    if (offset != 0)
+        d->data = (char *)buf->buf + offset;
     return 0;
+}
+
+/* Device types whose memory the host addresses: what else may stand for
+ * the kDLCPU of an __array_interface__. */
+static int is_host_device(int32_t type)
+{
+    return type == kDLCPU || type == kDLCUDAHost || type == kDLCUDAManaged;
+}
+
+/* An object with neither interface: one that exports only the buffer
+ * protocol is a host array (buffer.c); anything else is refused. */
+static int describe_other(cai_state *st, PyObject *obj, PyObject *device,
+                          cai_desc_t *d, PyObject **keep)
+{
+    DLDevice given;
+
+    *keep = NULL;
+    if (!PyObject_CheckBuffer(obj)) {
+        PyErr_Format(PyExc_TypeError,
+                     "%.100s has neither __cuda_array_interface__ nor "
+                     "__array_interface__ nor the buffer protocol",
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    if (device != NULL && device != Py_None) {
+        if (read_device(st, device, "device", &given) != 0)
+            return -1;
+        if (given.device_type != kDLCPU || given.device_id != 0) {
+            PyErr_Format(PyExc_BufferError,
+                         "device = (%d, %d): a buffer-protocol object is "
+                         "host memory, (kDLCPU, 0)", (int)given.device_type,
+                         (int)given.device_id);
+            return -1;
+        }
+    }
+    return describe_buffer(obj, d, keep);
 }
 
 /*
@@ -432,6 +517,7 @@ int describe(cai_state *st, PyObject *obj, PyObject *device, int validate,
 {
     PyObject *iface;
     cai_error_t err;
+    int64_t offset;
     int is_cuda = 1, rc;
 
     if (cai_lookup_attr(obj, st->name[N_CAI], &iface) < 0)
@@ -440,14 +526,10 @@ int describe(cai_state *st, PyObject *obj, PyObject *device, int validate,
         is_cuda = 0;
         if (cai_lookup_attr(obj, st->name[N_AI], &iface) < 0)
             return -1;
-        if (iface == NULL) {
-            PyErr_Format(PyExc_TypeError,
-                         "%.100s has neither __cuda_array_interface__ nor "
-                         "__array_interface__", Py_TYPE(obj)->tp_name);
-            return -1;
-        }
+        if (iface == NULL)
+            return describe_other(st, obj, device, d, keep);
     }
-    rc = read_desc(st, obj, iface, is_cuda, d, keep);
+    rc = read_desc(st, obj, iface, is_cuda, d, keep, &offset);
     Py_DECREF(iface);
     if (rc != 0)
         return -1;
@@ -455,12 +537,23 @@ int describe(cai_state *st, PyObject *obj, PyObject *device, int validate,
     if (device != NULL && device != Py_None) {
         if (read_device(st, device, "device", &d->device) != 0)
             goto fail;
+        if (!is_cuda && !is_host_device(d->device.device_type)) {
+            PyErr_Format(PyExc_ValueError,
+                         "device = (%d, %d) contradicts __array_interface__, "
+                         "which describes host memory; use None, (1, 0) "
+                         "(kDLCPU), (3, 0) or (13, 0)",
+                         (int)d->device.device_type,
+                         (int)d->device.device_id);
+            goto fail;
+        }
     } else if (!is_cuda) {
         d->device.device_type = kDLCPU;
         d->device.device_id = 0;
     } else {
         validate = 1;
     }
+    if (*keep != NULL && apply_buffer_offset(st, d, *keep, offset) != 0)
+        goto fail;
     if (validate || *keep != NULL) {
         int64_t elem[CAI_MAX_NDIM];
 
@@ -468,8 +561,6 @@ int describe(cai_state *st, PyObject *obj, PyObject *device, int validate,
             raise_status(st, &err);
             goto fail;
         }
-        if (*keep != NULL && check_buffer_bounds(d, *keep) != 0)
-            goto fail;
     }
     if (is_cuda && (device == NULL || device == Py_None) &&
         cai_cuda_locate(d->data, &d->device, &err) != 0) {

@@ -35,15 +35,13 @@ static PyObject *as_dlpack(PyObject *module, PyObject *const *args,
                            Py_ssize_t nargs, PyObject *kwnames)
 {
     cai_state *st = PyModule_GetState(module);
-    PyObject *const names[] = {st->name[N_DEVICE], st->name[N_SYNC],
-                               st->name[N_ALLOW_READONLY_LEGACY]};
     PyObject *values[3] = {NULL, NULL, NULL}, *keep;
     cai_desc_t d;
     int sync, ro_ok;
 
     if (check_positional("as_dlpack", nargs, 1) != 0 ||
-        match_keywords("as_dlpack", args + nargs, kwnames, names, values,
-                       3) != 0)
+        match_keywords("as_dlpack", args + nargs, kwnames, st->kw_as_dlpack,
+                       values, 3) != 0)
         return NULL;
     if ((sync = read_flag(values[1], "sync", 1)) < 0 ||
         (ro_ok = read_flag(values[2], "allow_readonly_legacy", 0)) < 0)
@@ -55,27 +53,32 @@ static PyObject *as_dlpack(PyObject *module, PyObject *const *args,
 
 PyDoc_STRVAR(to_dlpack_doc,
 "to_dlpack(obj, *, max_version=None, device=None, stream=None, sync=True,\n"
-"          allow_readonly_legacy=False)\n"
+"          allow_readonly_legacy=False, dl_device=None, copy=None)\n"
 "--\n\n"
 "Like as_dlpack(obj, ...).__dlpack__(...), returning the capsule directly:\n"
-"'dltensor_versioned' when max_version asks for 1.x, else 'dltensor'.");
+"'dltensor_versioned' when max_version asks for 1.x, else 'dltensor'.\n"
+"dl_device and copy are __dlpack__'s: dl_device must be where the data is\n"
+"(caibridge does not move data), copy=True makes a C-contiguous host copy\n"
+"marked IS_COPIED that holds nothing of obj.");
 
-/*
- * The capsule for a descriptor describe() read: checked here, then built
- * without a second check.  The owner is consumed, as by the core's
- * conversions.
- */
-static PyObject *checked_capsule(cai_state *st, cai_desc_t *d, int versioned,
-                                 unsigned options, PyObject *owner)
+/* The element strides of a descriptor describe() read, checked. */
+static int checked_tensor(cai_state *st, cai_desc_t *d, int versioned,
+                          unsigned options, PyObject *owner, void **out)
 {
     int64_t elem[CAI_MAX_NDIM];
+    cai_release_fn release = release_pyobject;
+    void *held = owner;
     cai_error_t err;
     DLTensor t;
-    void *tensor;
 
     if (cai_desc_check(d, elem, &err) != 0) {
         Py_DECREF(owner);
-        return raise_status(st, &err);
+        raise_status(st, &err);
+        return -1;
+    }
+    if (st->home != NULL && owner_away(st->home, owner, &held, &release) != 0) {
+        PyErr_NoMemory();
+        return -1;
     }
     t.data = d->data;
     t.device = d->device;
@@ -84,70 +87,156 @@ static PyObject *checked_capsule(cai_state *st, cai_desc_t *d, int versioned,
     t.shape = d->shape;
     t.strides = elem;
     t.byte_offset = 0;
-    if (cai_tensor_new(&t, d->readonly, versioned, options, owner,
-                       release_pyobject, &tensor, &err) != 0)
-        return raise_status(st, &err);
-    return tensor_capsule(tensor, versioned);
+    if (cai_tensor_new(&t, d->readonly, versioned, options, held, release,
+                       out, &err) != 0) {
+        raise_status(st, &err);
+        return -1;
+    }
+    return 0;
+}
+
+/* What a tensor viewing obj's data holds: obj, and the buffer export when
+ * the data came that way (keep, consumed). */
+static PyObject *tensor_owner(PyObject *obj, PyObject *keep)
+{
+    PyObject *owner;
+
+    if (keep == NULL)
+        return Py_NewRef(obj);
+    owner = PyTuple_Pack(2, obj, keep);
+    Py_DECREF(keep);
+    return owner;
+}
+
+/*
+ * The checks and stream ordering of one __dlpack__ request on the data d
+ * describes (its device known), in __dlpack__'s order: dl_device, the
+ * consumer's stream, copy, read-only for a legacy capsule; then the
+ * consumer's stream is made to wait on the producer's.
+ */
+int request_prepare(cai_state *st, cai_desc_t *d, const cai_request_t *req)
+{
+    intptr_t consumer = CAI_STREAM_NO_SYNC;
+    /* No stream on either side: nothing to check (no error is possible
+     * without one) and nothing to order. */
+    int streams = req->stream != NULL || d->has_stream;
+
+    int to_host = check_dl_device(st, req->dl_device, d->device);
+
+    if (to_host < 0)
+        return -1;
+    if (to_host) {
+        /* The host wait for a CPU consumer lives in the view (its fence). */
+        PyErr_SetString(PyExc_BufferError,
+                        "dl_device = (kDLCPU, 0) for pinned or managed "
+                        "memory: use as_dlpack(obj).__dlpack__(dl_device=...), "
+                        "which makes the host wait for the producer");
+        return -1;
+    }
+    if (streams && check_stream(st, d, req->stream, &consumer) != 0)
+        return -1;
+    if (req->copy && d->device.device_type != kDLCPU) {
+        PyErr_Format(PyExc_BufferError,
+                     "copy=True: a copy of device memory (device type %d) is "
+                     "not supported; only host arrays are copied",
+                     (int)d->device.device_type);
+        return -1;
+    }
+    if (!req->copy && !req->versioned && d->readonly &&
+        !req->readonly_legacy_ok) {
+        readonly_legacy_error();
+        return -1;
+    }
+    if (d->has_stream && d->stream == 0) {
+        /* Checked here so that no stream is ordered for a bad descriptor. */
+        cai_error_t err;
+
+        if (cai_desc_validate(d, &err) != 0) {
+            raise_status(st, &err);
+            return -1;
+        }
+    }
+    if (streams && order_streams(st, d, consumer, req->sync) != 0)
+        return -1;
+    return 0;
+}
+
+/*
+ * One __dlpack__ request on obj read afresh: to_dlpack's path, and the
+ * __dlpack__ that add_dlpack gives a class (obj is then the instance).
+ * device as as_dlpack's, NULL for none.
+ */
+PyObject *object_export(cai_state *st, PyObject *obj, PyObject *device,
+                        const cai_request_t *req)
+{
+    PyObject *keep, *owner;
+    cai_desc_t d;
+    void *tensor;
+
+    /* A copy reads the data here: checked first. */
+    if (describe(st, obj, device, req->copy, &d, &keep) != 0)
+        return NULL;
+    if (request_prepare(st, &d, req) != 0) {
+        Py_XDECREF(keep);
+        return NULL;
+    }
+    if (req->copy) {
+        /* The copy owns its memory: obj and its export go at once. */
+        Py_XDECREF(keep);
+        return copy_to_capsule(st, &d, req->versioned);
+    }
+    if ((owner = tensor_owner(obj, keep)) == NULL)
+        return NULL;
+    if (checked_tensor(st, &d, req->versioned,
+                       req->readonly_legacy_ok ? CAI_OPT_LEGACY_READONLY_OK
+                                               : 0,
+                       owner, &tensor) != 0)
+        return NULL;
+    return tensor_capsule(tensor, req->versioned);
+}
+
+/*
+ * The exchange API's export of obj (a class patched by add_dlpack): a
+ * versioned tensor, no stream ordering with the consumer.  Data the
+ * producer names a stream for is first ordered onto the legacy default
+ * stream, the work stream the table reports.
+ */
+int object_tensor(cai_state *st, PyObject *obj, void **out)
+{
+    PyObject *keep, *owner;
+    cai_desc_t d;
+
+    if (describe(st, obj, NULL, 0, &d, &keep) != 0)
+        return -1;
+    if (d.has_stream && order_streams(st, &d, CAI_STREAM_LEGACY, 1) != 0) {
+        Py_XDECREF(keep);
+        return -1;
+    }
+    if ((owner = tensor_owner(obj, keep)) == NULL)
+        return -1;
+    return checked_tensor(st, &d, 1, 0, owner, out);
 }
 
 static PyObject *to_dlpack(PyObject *module, PyObject *const *args,
                            Py_ssize_t nargs, PyObject *kwnames)
 {
     cai_state *st = PyModule_GetState(module);
-    PyObject *const names[] = {st->name[N_MAX_VERSION], st->name[N_DEVICE],
-                               st->name[F_STREAM], st->name[N_SYNC],
-                               st->name[N_ALLOW_READONLY_LEGACY]};
-    PyObject *values[5] = {NULL, NULL, NULL, NULL, NULL}, *keep, *owner;
-    cai_desc_t d;
-    intptr_t consumer;
-    int versioned, sync, ro_ok, streams;
+    PyObject *values[7] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    cai_request_t req;
 
     if (check_positional("to_dlpack", nargs, 1) != 0 ||
-        match_keywords("to_dlpack", args + nargs, kwnames, names, values,
-                       5) != 0)
+        match_keywords("to_dlpack", args + nargs, kwnames, st->kw_to_dlpack,
+                       values, 7) != 0)
         return NULL;
-    if ((versioned = wants_versioned(values[0])) < 0 ||
-        (sync = read_flag(values[3], "sync", 1)) < 0 ||
-        (ro_ok = read_flag(values[4], "allow_readonly_legacy", 0)) < 0)
+    if ((req.versioned = wants_versioned(values[0])) < 0 ||
+        (req.sync = read_flag(values[3], "sync", 1)) < 0 ||
+        (req.readonly_legacy_ok =
+             read_flag(values[4], "allow_readonly_legacy", 0)) < 0 ||
+        (req.copy = read_copy(values[6])) < 0)
         return NULL;
-    if (describe(st, args[0], values[1], 0, &d, &keep) != 0)
-        return NULL;
-    /* No stream on either side: nothing to check (no error is possible
-     * without one) and nothing to order. */
-    streams = values[2] != NULL || d.has_stream;
-    consumer = CAI_STREAM_NO_SYNC;
-    if (streams && check_stream(st, &d, values[2], &consumer) != 0)
-        goto fail;
-    if (!versioned && d.readonly && !ro_ok) {
-        readonly_legacy_error();
-        goto fail;
-    }
-    if (d.has_stream && d.stream == 0) {
-        /* Checked here so that no stream is ordered for a bad descriptor. */
-        cai_error_t err;
-
-        if (cai_desc_validate(&d, &err) != 0) {
-            raise_status(st, &err);
-            goto fail;
-        }
-    }
-    if (streams && order_streams(st, &d, consumer, sync) != 0)
-        goto fail;
-    if (keep == NULL) {
-        owner = Py_NewRef(args[0]);
-    } else {
-        /* The capsule keeps both the producer and its buffer export. */
-        owner = PyTuple_Pack(2, args[0], keep);
-        Py_DECREF(keep);
-        if (owner == NULL)
-            return NULL;
-    }
-    return checked_capsule(st, &d, versioned,
-                           ro_ok ? CAI_OPT_LEGACY_READONLY_OK : 0, owner);
-
-fail:
-    Py_XDECREF(keep);
-    return NULL;
+    req.stream = values[2];
+    req.dl_device = values[5];
+    return object_export(st, args[0], values[1], &req);
 }
 
 static PyObject *cuda_built(PyObject *module, PyObject *unused)
@@ -170,6 +259,9 @@ static PyMethodDef module_methods[] = {
      METH_FASTCALL | METH_KEYWORDS, to_dlpack_doc},
     {"from_dlpack", (PyCFunction)(void (*)(void))from_dlpack,
      METH_FASTCALL | METH_KEYWORDS, from_dlpack_doc},
+    {"add_dlpack", add_dlpack, METH_O, add_dlpack_doc},
+    {"add_array_interface", add_array_interface, METH_O,
+     add_array_interface_doc},
     {"cuda_built", cuda_built, METH_NOARGS,
      "cuda_built()\n--\n\nTrue when CUDA support was compiled in."},
     {"_foreign_table_imports", foreign_table_count, METH_NOARGS,
@@ -201,6 +293,9 @@ static const char *const name_text[N_COUNT] = {
     [N_MAX_VERSION] = "max_version",
     [N_DL_DEVICE] = "dl_device",
     [N_COPY] = "copy",
+    [N_LEGACY_WRITABLE] = "legacy_writable",
+    [N_REQUIRES_GRAD] = "requires_grad",
+    [N_IS_CONJ] = "is_conj",
 };
 
 static int module_traverse(PyObject *module, visitproc visit, void *arg)
@@ -211,6 +306,7 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg)
         return 0;
     Py_VISIT(st->DLPackView_Type);
     Py_VISIT(st->CAIView_Type);
+    Py_VISIT(st->BridgeMethod_Type);
     Py_VISIT(st->CUDAError);
     return 0;
 }
@@ -224,11 +320,13 @@ static int module_clear(PyObject *module)
         return 0;
     Py_CLEAR(st->DLPackView_Type);
     Py_CLEAR(st->CAIView_Type);
+    Py_CLEAR(st->BridgeMethod_Type);
     Py_CLEAR(st->CUDAError);
     for (i = 0; i < N_COUNT; i++)
         Py_CLEAR(st->name[i]);
     Py_CLEAR(st->kw_stream_max_version);
     Py_CLEAR(st->kw_stream);
+    Py_CLEAR(st->kw_stream_max_version_copy);
     Py_CLEAR(st->max_version_ours);
 #ifndef Py_GIL_DISABLED
     Py_CLEAR(st->last_typestr);
@@ -239,7 +337,13 @@ static int module_clear(PyObject *module)
 
 static void module_free(void *module)
 {
+    cai_state *st = PyModule_GetState((PyObject *)module);
+
     (void)module_clear((PyObject *)module);
+    if (st != NULL) {
+        home_release(st->home);
+        st->home = NULL;
+    }
 }
 
 static int intern_names(cai_state *st)
@@ -255,12 +359,32 @@ static int intern_names(cai_state *st)
             return -1;
     }
     index_entry_keys(st);
+    st->kw_as_dlpack[0] = st->name[N_DEVICE];
+    st->kw_as_dlpack[1] = st->name[N_SYNC];
+    st->kw_as_dlpack[2] = st->name[N_ALLOW_READONLY_LEGACY];
+    st->kw_to_dlpack[0] = st->name[N_MAX_VERSION];
+    st->kw_to_dlpack[1] = st->name[N_DEVICE];
+    st->kw_to_dlpack[2] = st->name[F_STREAM];
+    st->kw_to_dlpack[3] = st->name[N_SYNC];
+    st->kw_to_dlpack[4] = st->name[N_ALLOW_READONLY_LEGACY];
+    st->kw_to_dlpack[5] = st->name[N_DL_DEVICE];
+    st->kw_to_dlpack[6] = st->name[N_COPY];
+    st->kw_dlpack[0] = st->name[F_STREAM];
+    st->kw_dlpack[1] = st->name[N_MAX_VERSION];
+    st->kw_dlpack[2] = st->name[N_DL_DEVICE];
+    st->kw_dlpack[3] = st->name[N_COPY];
+    st->kw_from_dlpack[0] = st->name[F_STREAM];
+    st->kw_from_dlpack[1] = st->name[N_LEGACY_WRITABLE];
     st->kw_stream_max_version =
         PyTuple_Pack(2, st->name[F_STREAM], st->name[N_MAX_VERSION]);
     st->kw_stream = PyTuple_Pack(1, st->name[F_STREAM]);
+    st->kw_stream_max_version_copy =
+        PyTuple_Pack(3, st->name[F_STREAM], st->name[N_MAX_VERSION],
+                     st->name[N_COPY]);
     st->max_version_ours = Py_BuildValue("(ii)", CAIBRIDGE_DLPACK_MAJOR,
                                          CAIBRIDGE_DLPACK_MINOR);
     if (st->kw_stream_max_version == NULL || st->kw_stream == NULL ||
+        st->kw_stream_max_version_copy == NULL ||
         st->max_version_ours == NULL)
         return -1;
     return 0;
@@ -285,11 +409,21 @@ static int module_exec(PyObject *module)
 
     st->sync_enabled = !(env != NULL && strcmp(env, "0") == 0);
     st->foreign_table_imports = 0;
-    if (intern_names(st) != 0)
+    st->home = NULL;
+    if (PyInterpreterState_Get() != PyInterpreterState_Main() &&
+        (st->home = home_new(module)) == NULL)
+        return -1;
+    if (intern_names(st) != 0 || release_queue_init() != 0)
         return -1;
     if ((st->DLPackView_Type = add_type(module, &dlpackview_spec)) == NULL ||
-        exchange_publish(st, st->DLPackView_Type) != 0 ||
-        (st->CAIView_Type = add_type(module, &caiview_spec)) == NULL)
+        exchange_publish(st, st->DLPackView_Type, &view_exchange_api) != 0 ||
+        (st->CAIView_Type = add_type(module, &caiview_spec)) == NULL ||
+        exchange_publish(st, st->CAIView_Type, &caiview_exchange_api) != 0)
+        return -1;
+    /* Reached only through the classes add_dlpack patches. */
+    st->BridgeMethod_Type = (PyTypeObject *)PyType_FromModuleAndSpec(
+        module, &bridge_method_spec, NULL);
+    if (st->BridgeMethod_Type == NULL)
         return -1;
     st->CUDAError = PyErr_NewExceptionWithDoc(
         "caibridge.CUDAError",

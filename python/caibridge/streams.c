@@ -7,23 +7,20 @@
  */
 #include "caibridge_module.h"
 
-/*
- * The consumer-stream rules of __dlpack__ (DLPack Python spec, "stream"):
- * host memory takes no stream; CUDA memory takes None (the legacy default
- * stream), -1 (no ordering) or a stream handle, never 0.  Writes the stream
- * the consumer will use (CAI_STREAM_NO_SYNC for none) to *consumer.
- */
-int check_stream(cai_state *st, const cai_desc_t *d, PyObject *arg,
-                 intptr_t *consumer)
-{
-    int given = 0;
-    intptr_t s = 0;
+#include <pthread.h>
 
-    if (arg != NULL && arg != Py_None &&
-        read_stream(st, arg, &given, &s) != 0)
-        return -1;
+/*
+ * The consumer-stream rules of __dlpack__ (DLPack Python spec, "stream") for
+ * a stream already read (given = 0: None): host memory takes no stream at
+ * all; CUDA memory takes None (the legacy default stream), -1 (no
+ * ordering) or a stream handle, never 0.  Writes the stream the consumer
+ * will use (CAI_STREAM_NO_SYNC for none) to *consumer.
+ */
+int check_stream_value(const cai_desc_t *d, int given, intptr_t s,
+                       intptr_t *consumer)
+{
     if (d->device.device_type == kDLCPU) {
-        if (given && s != CAI_STREAM_NO_SYNC) {
+        if (given) {
             PyErr_Format(PyExc_BufferError,
                          "stream = %zd was given for host memory (kDLCPU); "
                          "only None is valid there", (Py_ssize_t)s);
@@ -51,6 +48,19 @@ int check_stream(cai_state *st, const cai_desc_t *d, PyObject *arg,
     return 0;
 }
 
+/* check_stream_value for a stream argument not read yet. */
+int check_stream(cai_state *st, const cai_desc_t *d, PyObject *arg,
+                 intptr_t *consumer)
+{
+    int given = 0;
+    intptr_t s = 0;
+
+    if (arg != NULL && arg != Py_None &&
+        read_stream(st, arg, &given, &s) != 0)
+        return -1;
+    return check_stream_value(d, given, s, consumer);
+}
+
 /* Makes the consumer's stream wait for the producer's unless ordering is
  * off or there is nothing to order. */
 int order_streams(cai_state *st, const cai_desc_t *d, intptr_t consumer,
@@ -65,6 +75,105 @@ int order_streams(cai_state *st, const cai_desc_t *d, intptr_t consumer,
         raise_status(st, &err);
         return -1;
     }
+    return 0;
+}
+
+/*
+ * The fence of a new view: recorded on the producer's stream now, so that
+ * a later hand-over, on whatever thread, waits for exactly the work queued
+ * before the view was made (a per-thread stream 2 is this thread's, and a
+ * stream destroyed since is no longer named).  *out is NULL when there is
+ * nothing to order: no stream, host memory, or ordering turned off.
+ */
+int fence_at_view(cai_state *st, const cai_desc_t *d, int sync,
+                  cai_fence_t **out)
+{
+    cai_error_t err;
+
+    *out = NULL;
+    if (!sync || !st->sync_enabled || !d->has_stream ||
+        !is_cuda_device(d->device.device_type))
+        return 0;
+    if (cai_fence_record(d, out, &err) != 0) {
+        raise_status(st, &err);
+        return -1;
+    }
+    return 0;
+}
+
+int view_order(cai_state *st, const DLPackViewObject *v, intptr_t consumer)
+{
+    cai_error_t err;
+
+    if (v->fence == NULL || consumer == CAI_STREAM_NO_SYNC)
+        return 0;
+    if (cai_fence_wait(v->fence, consumer, &err) != 0) {
+        raise_status(st, &err);
+        return -1;
+    }
+    return 0;
+}
+
+int view_host_sync(cai_state *st, const DLPackViewObject *v)
+{
+    cai_error_t err;
+
+    if (v->fence == NULL)
+        return 0;
+    if (cai_fence_synchronize(v->fence, &err) != 0) {
+        raise_status(st, &err);
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * The reverse edge (CAI v3: no work may take place on the producer's
+ * stream until the consumer's work on the data is done): the tensor's
+ * owner is wrapped so that its release first makes the producer's stream
+ * wait for the consumer's.  The fence is the view's, alive until the
+ * wrapped owner (which holds the view) is released.  A deleter cannot
+ * raise, so a CUDA failure there goes unreported; a per-thread stream (2)
+ * named by a consumer on another thread than the release's has no handle
+ * there, and is left unordered.
+ */
+typedef struct {
+    void *owner;
+    cai_release_fn release;
+    const cai_fence_t *fence;
+    intptr_t consumer;
+    pthread_t thread;
+} edge;
+
+static void release_edge(void *p)
+{
+    edge *e = p;
+    cai_error_t err;
+
+    if ((e->consumer != CAI_STREAM_PER_THREAD ||
+         pthread_equal(e->thread, pthread_self())) &&
+        cai_fence_release(e->fence, e->consumer, &err) != 0) {
+        /* Nothing to report it to: the consumer's deleter returns void. */
+    }
+    e->release(e->owner);
+    PyMem_RawFree(e);
+}
+
+/* Wraps *owner and *release; -1 without memory (both untouched). */
+int edge_owner(const cai_fence_t *fence, intptr_t consumer, void **owner,
+               cai_release_fn *release)
+{
+    edge *e = PyMem_RawMalloc(sizeof *e);
+
+    if (e == NULL)
+        return -1;
+    e->owner = *owner;
+    e->release = *release;
+    e->fence = fence;
+    e->consumer = consumer;
+    e->thread = pthread_self();
+    *owner = e;
+    *release = release_edge;
     return 0;
 }
 

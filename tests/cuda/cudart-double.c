@@ -1,17 +1,22 @@
 /*
- * A recording double of the CUDA runtime, for tests on machines without a
- * GPU.  It answers the entry points caibridge resolves, with pointer
- * attributes and failures the test chooses, and logs every call with its
- * arguments so a test can assert the exact sequence.  It follows the real
- * runtime where caibridge's correctness depends on it: an event can only be
- * recorded while its device is current, and a destroyed event is an invalid
- * handle.  See cudart-double.h for the control side and the log format.
+ * A recording double of the CUDA runtime (and of the few driver entry points
+ * caibridge uses), for tests on machines without a GPU.  It answers with
+ * pointer attributes, streams, contexts, captures and failures the test
+ * chooses, logs every call with its arguments so a test can assert the
+ * exact sequence, and checks what the real runtime checks where caibridge's
+ * correctness depends on it.  See cudart-double.h for the control side, the
+ * rules it follows and the log format.
  */
+#define _GNU_SOURCE /* dladdr */
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include "cudart-double.h"
@@ -21,33 +26,67 @@ const struct cudart_double *cudart_double_controls(void);
 #define MAX_EVENTS 64
 #define MAX_POINTERS 16
 #define MAX_FAILURES 8
+#define MAX_STREAMS 16
+#define MAX_CONTEXTS (DOUBLE_DEVICE_COUNT + 8)
+
+struct context {
+    int made;
+    int device;
+    int primary;
+    int number; /* Cn for other contexts */
+};
 
 struct event {
     int live;
     int number; /* evN in the log */
-    int device;
+    struct context *context;
+    int captured; /* the capture id it was last recorded in, or 0 */
+    int host_waits;
 };
 
+struct stream {
+    long handle;
+    int live;
+    struct context *context; /* NULL: whatever is current */
+    int capture;             /* the capture id, 0 when not capturing */
+    int invalidated;
+    int joined; /* joined a capture through a wait, never joined back */
+};
+
+/* Every table is guarded by lock; per-thread state is thread-local. */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct context contexts[MAX_CONTEXTS];
+static int other_contexts, primaries_created;
 static struct event events[MAX_EVENTS];
 static int events_created;
+static struct stream streams[MAX_STREAMS];
+static int stream_count;
 
 static struct {
-    const void *ptr;
+    const char *base;
+    size_t size;
     int type, device;
+    const void *host_alias;
 } pointers[MAX_POINTERS];
 static int pointer_count;
 
 static struct {
     char call[48];
     int error;
+    int skip; /* calls that still succeed first */
 } failures[MAX_FAILURES];
 static int failure_count;
 
 static char log_text[16384];
 static size_t log_length;
-static int version = 13000;
-static int current = 0;
-static cudaError_t last_error = cudaSuccess;
+static int version = 0; /* 0: from the file's name, else 13000 */
+static int driver_version = -1; /* -1: from the environment, else 13000 */
+static int pageable_access;
+
+static __thread struct context *current_ctx;
+static __thread int runtime_device;
+static __thread cudaError_t last_error = cudaSuccess;
 
 static void append(const char *fmt, ...)
 {
@@ -71,20 +110,28 @@ static cudaError_t injected(const char *call)
 {
     int i;
 
-    for (i = 0; i < failure_count; i++)
-        if (strcmp(failures[i].call, call) == 0 ||
-            strcmp(failures[i].call, "*") == 0)
-            return (cudaError_t)failures[i].error;
+    for (i = 0; i < failure_count; i++) {
+        if (strcmp(failures[i].call, call) != 0 &&
+            strcmp(failures[i].call, "*") != 0)
+            continue;
+        if (failures[i].skip > 0) {
+            failures[i].skip--;
+            continue;
+        }
+        return (cudaError_t)failures[i].error;
+    }
     return cudaSuccess;
 }
 
-/* Logs "call" (already formatted) with its outcome and returns rc. */
+/* Logs "call" (already formatted) with its outcome and returns rc; a
+ * failed runtime call becomes the thread's last error. */
 static cudaError_t logged(cudaError_t rc, const char *call,
-                         const char *result)
+                          const char *result)
 {
     if (rc != cudaSuccess) {
         append("%s -> error %d\n", call, (int)rc);
-        last_error = rc;
+        if (call[0] == 'c' && call[1] == 'u' && call[2] == 'd')
+            last_error = rc;
     } else if (result != NULL) {
         append("%s = %s\n", call, result);
     } else {
@@ -93,10 +140,133 @@ static cudaError_t logged(cudaError_t rc, const char *call,
     return rc;
 }
 
+/* Streams by the headers' names where they have one, else in hex. */
 static const char *stream_text(cudaStream_t stream, char buf[32])
 {
-    snprintf(buf, 32, "0x%jx", (uintmax_t)(uintptr_t)stream);
+    if (stream == cudaStreamLegacy)
+        snprintf(buf, 32, "cudaStreamLegacy");
+    else if (stream == cudaStreamPerThread)
+        snprintf(buf, 32, "cudaStreamPerThread");
+    else if (stream == NULL)
+        snprintf(buf, 32, "NULL");
+    else
+        snprintf(buf, 32, "0x%jx", (uintmax_t)(uintptr_t)stream);
     return buf;
+}
+
+/* Flags by the headers' names; unknown bits in hex. */
+static const char *flags_text(unsigned flags, const unsigned *bits,
+                              const char *const *names, size_t count,
+                              const char *none, char buf[96])
+{
+    size_t i, used = 0;
+
+    buf[0] = '\0';
+    for (i = 0; i < count; i++) {
+        if (flags & bits[i]) {
+            used += (size_t)snprintf(buf + used, 96 - used, "%s%s",
+                                     used ? "|" : "", names[i]);
+            flags &= ~bits[i];
+        }
+    }
+    if (flags != 0 && used < 96)
+        used += (size_t)snprintf(buf + used, 96 - used, "%s0x%x",
+                                 used ? "|" : "", flags);
+    if (used == 0)
+        snprintf(buf, 96, "%s", none);
+    return buf;
+}
+
+static const char *event_flags_text(unsigned flags, char buf[96])
+{
+    static const unsigned bits[] = {cudaEventBlockingSync,
+                                    cudaEventDisableTiming,
+                                    cudaEventInterprocess};
+    static const char *const names[] = {"cudaEventBlockingSync",
+                                        "cudaEventDisableTiming",
+                                        "cudaEventInterprocess"};
+
+    return flags_text(flags, bits, names, 3, "cudaEventDefault", buf);
+}
+
+static const char *wait_flags_text(unsigned flags, char buf[96])
+{
+    static const unsigned bits[] = {cudaEventWaitExternal};
+    static const char *const names[] = {"cudaEventWaitExternal"};
+
+    return flags_text(flags, bits, names, 1, "cudaEventWaitDefault", buf);
+}
+
+static const char *context_text(const struct context *c, char buf[16])
+{
+    if (c == NULL)
+        snprintf(buf, 16, "NULL");
+    else if (c->primary)
+        snprintf(buf, 16, "P%d", c->device);
+    else
+        snprintf(buf, 16, "C%d", c->number);
+    return buf;
+}
+
+static struct context *primary(int device)
+{
+    struct context *c = &contexts[device];
+
+    if (!c->made) {
+        c->made = 1;
+        c->device = device;
+        c->primary = 1;
+        primaries_created++;
+    }
+    return c;
+}
+
+static struct context *known_context(const void *handle)
+{
+    const struct context *c = handle;
+
+    if (c < contexts || c >= contexts + MAX_CONTEXTS || !c->made)
+        return NULL;
+    return (struct context *)c;
+}
+
+/* What the runtime does before work that needs a context. */
+static struct context *need_context(void)
+{
+    if (current_ctx == NULL)
+        current_ctx = primary(runtime_device);
+    return current_ctx;
+}
+
+static struct stream *find_stream(cudaStream_t handle)
+{
+    long value = (long)(intptr_t)handle;
+    int i;
+
+    for (i = 0; i < stream_count; i++)
+        if (streams[i].handle == value)
+            return &streams[i];
+    return NULL;
+}
+
+static int is_default(cudaStream_t stream)
+{
+    return stream == NULL || stream == cudaStreamLegacy ||
+           stream == cudaStreamPerThread;
+}
+
+/* The stream's context (NULL when unknown to the runtime) and table entry;
+ * the runtime makes a context current for default and unknown streams. */
+static cudaError_t resolve(cudaStream_t stream, struct context **ctx,
+                           struct stream **entry)
+{
+    struct stream *s = is_default(stream) ? NULL : find_stream(stream);
+
+    *entry = s;
+    if (s != NULL && !s->live)
+        return cudaErrorInvalidResourceHandle;
+    *ctx = s != NULL && s->context != NULL ? s->context : need_context();
+    return cudaSuccess;
 }
 
 /* The event behind handle, or NULL when it is not one of ours or dead. */
@@ -120,15 +290,63 @@ static const char *event_text(cudaEvent_t handle, char buf[32])
     return buf;
 }
 
+/* A runtime named libcudart.so.N reports N.0: loading tests copy the double
+ * under those names. */
+static int runtime_version(void)
+{
+    Dl_info info;
+    const char *dot;
+
+    if (version != 0)
+        return version;
+    if (dladdr((void *)runtime_version, &info) != 0 &&
+        info.dli_fname != NULL &&
+        (dot = strstr(info.dli_fname, "libcudart.so.")) != NULL)
+        return atoi(dot + 13) * 1000;
+    return 13000;
+}
+
+static int driver(void)
+{
+    const char *env;
+
+    if (driver_version >= 0)
+        return driver_version;
+    env = getenv("CUDART_DOUBLE_DRIVER_VERSION");
+    return env != NULL ? atoi(env) : 13000;
+}
+
+#define LOCKED(body)                                                          \
+    do {                                                                      \
+        pthread_mutex_lock(&lock);                                            \
+        body;                                                                 \
+        pthread_mutex_unlock(&lock);                                          \
+    } while (0)
+
 /* ---- The runtime's entry points ---- */
 
-cudaError_t CUDARTAPI cudaRuntimeGetVersion(int *runtime_version)
+cudaError_t CUDARTAPI cudaRuntimeGetVersion(int *out)
 {
     char result[16];
 
-    *runtime_version = version;
-    snprintf(result, sizeof result, "%d", version);
-    return logged(cudaSuccess, "cudaRuntimeGetVersion()", result);
+    pthread_mutex_lock(&lock);
+    *out = runtime_version();
+    snprintf(result, sizeof result, "%d", *out);
+    logged(cudaSuccess, "cudaRuntimeGetVersion()", result);
+    pthread_mutex_unlock(&lock);
+    return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaDriverGetVersion(int *out)
+{
+    char result[16];
+
+    pthread_mutex_lock(&lock);
+    *out = driver();
+    snprintf(result, sizeof result, "%d", *out);
+    logged(cudaSuccess, "cudaDriverGetVersion()", result);
+    pthread_mutex_unlock(&lock);
+    return cudaSuccess;
 }
 
 const char *CUDARTAPI cudaGetErrorString(cudaError_t error)
@@ -136,8 +354,10 @@ const char *CUDARTAPI cudaGetErrorString(cudaError_t error)
     char call[48];
 
     snprintf(call, sizeof call, "cudaGetErrorString(%d)", (int)error);
-    logged(cudaSuccess, call, NULL);
+    LOCKED(logged(cudaSuccess, call, NULL));
     switch (error) {
+    case cudaErrorInitializationError:
+        return "double: initialization error";
     case cudaErrorInsufficientDriver:
         return "double: no CUDA driver";
     case cudaErrorNoDevice:
@@ -146,6 +366,8 @@ const char *CUDARTAPI cudaGetErrorString(cudaError_t error)
         return "double: no such device";
     case cudaErrorInvalidResourceHandle:
         return "double: invalid handle";
+    case cudaErrorIllegalAddress:
+        return "double: illegal address";
     default:
         return "double: some CUDA error";
     }
@@ -158,184 +380,516 @@ cudaError_t CUDARTAPI cudaGetLastError(void)
 
     last_error = cudaSuccess;
     snprintf(result, sizeof result, "%d", (int)error);
-    logged(cudaSuccess, "cudaGetLastError()", result);
+    LOCKED(logged(cudaSuccess, "cudaGetLastError()", result));
     return error;
+}
+
+cudaError_t CUDARTAPI cudaPeekAtLastError(void)
+{
+    char result[16];
+
+    snprintf(result, sizeof result, "%d", (int)last_error);
+    LOCKED(logged(cudaSuccess, "cudaPeekAtLastError()", result));
+    return last_error;
 }
 
 cudaError_t CUDARTAPI cudaGetDevice(int *device)
 {
-    cudaError_t rc = injected("cudaGetDevice");
+    cudaError_t rc;
     char result[16];
+    int d;
 
+    pthread_mutex_lock(&lock);
+    rc = injected("cudaGetDevice");
+    d = current_ctx != NULL ? current_ctx->device : runtime_device;
     if (rc == cudaSuccess)
-        *device = current;
-    snprintf(result, sizeof result, "%d", current);
-    return logged(rc, "cudaGetDevice()", result);
+        *device = d;
+    snprintf(result, sizeof result, "%d", d);
+    logged(rc, "cudaGetDevice()", result);
+    pthread_mutex_unlock(&lock);
+    return rc;
 }
 
 cudaError_t CUDARTAPI cudaSetDevice(int device)
 {
-    cudaError_t rc = injected("cudaSetDevice");
+    cudaError_t rc;
     char call[48];
 
+    pthread_mutex_lock(&lock);
+    rc = injected("cudaSetDevice");
+    if (rc == cudaSuccess && (device < 0 || device >= DOUBLE_DEVICE_COUNT))
+        rc = cudaErrorInvalidDevice;
+    if (rc == cudaSuccess) {
+        /* CUDA 12+: the primary context is made current at once,
+         * replacing any other context current on the thread. */
+        runtime_device = device;
+        current_ctx = primary(device);
+    }
+    snprintf(call, sizeof call, "cudaSetDevice(%d)", device);
+    logged(rc, call, NULL);
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+cudaError_t CUDARTAPI cudaDeviceGetAttribute(int *value,
+                                             enum cudaDeviceAttr attr,
+                                             int device)
+{
+    cudaError_t rc;
+    char call[64], result[16];
+
+    pthread_mutex_lock(&lock);
+    rc = injected("cudaDeviceGetAttribute");
     if (rc == cudaSuccess && (device < 0 || device >= DOUBLE_DEVICE_COUNT))
         rc = cudaErrorInvalidDevice;
     if (rc == cudaSuccess)
-        current = device;
-    snprintf(call, sizeof call, "cudaSetDevice(%d)", device);
-    return logged(rc, call, NULL);
+        *value = attr == cudaDevAttrPageableMemoryAccess ? pageable_access
+                                                         : 0;
+    snprintf(call, sizeof call, "cudaDeviceGetAttribute(%d, %d)", (int)attr,
+             device);
+    snprintf(result, sizeof result, "%d", rc == cudaSuccess ? *value : 0);
+    logged(rc, call, result);
+    pthread_mutex_unlock(&lock);
+    return rc;
 }
 
 cudaError_t CUDARTAPI cudaPointerGetAttributes(
     struct cudaPointerAttributes *attributes, const void *ptr)
 {
-    cudaError_t rc = injected("cudaPointerGetAttributes");
+    cudaError_t rc;
     char call[64];
+    const char *p = ptr;
     int i;
 
+    pthread_mutex_lock(&lock);
+    rc = injected("cudaPointerGetAttributes");
     snprintf(call, sizeof call, "cudaPointerGetAttributes(%p)", ptr);
-    if (rc != cudaSuccess)
-        return logged(rc, call, NULL);
-    memset(attributes, 0, sizeof *attributes);
-    attributes->type = cudaMemoryTypeUnregistered;
-    attributes->device = -2; /* what CUDA 12+ reports for unknown memory */
-    attributes->hostPointer = (void *)(uintptr_t)ptr;
-    for (i = 0; i < pointer_count; i++) {
-        if (pointers[i].ptr == ptr) {
+    if (rc == cudaSuccess) {
+        /* Assumed, as for any runtime call: it may need a context. */
+        need_context();
+        memset(attributes, 0, sizeof *attributes);
+        attributes->type = cudaMemoryTypeUnregistered;
+        attributes->device = -2; /* what CUDA 12+ reports for unknown memory */
+        attributes->hostPointer = (void *)(uintptr_t)ptr;
+        for (i = 0; i < pointer_count; i++) {
+            size_t offset = (size_t)(p - pointers[i].base);
+
+            if (p < pointers[i].base || offset >= pointers[i].size)
+                continue;
             attributes->type = (enum cudaMemoryType)pointers[i].type;
             attributes->device = pointers[i].device;
             attributes->devicePointer = (void *)(uintptr_t)ptr;
             if (pointers[i].type == DOUBLE_DEVICE)
                 attributes->hostPointer = NULL;
+            else if (pointers[i].host_alias != NULL)
+                attributes->hostPointer =
+                    (char *)(uintptr_t)pointers[i].host_alias + offset;
         }
     }
-    return logged(rc, call, NULL);
+    logged(rc, call, NULL);
+    pthread_mutex_unlock(&lock);
+    return rc;
 }
 
 cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t *event,
                                                unsigned int flags)
 {
-    cudaError_t rc = injected("cudaEventCreateWithFlags");
-    char call[48], result[48];
+    cudaError_t rc;
+    char call[160], result[48], cx[16], fl[96];
     struct event *e = NULL;
     int i;
 
-    snprintf(call, sizeof call, "cudaEventCreateWithFlags(0x%x)", flags);
+    pthread_mutex_lock(&lock);
+    rc = injected("cudaEventCreateWithFlags");
+    snprintf(call, sizeof call, "cudaEventCreateWithFlags(%s)",
+             event_flags_text(flags, fl));
     for (i = 0; rc == cudaSuccess && i < MAX_EVENTS && e == NULL; i++)
         if (!events[i].live)
             e = &events[i];
     if (rc == cudaSuccess && e == NULL)
         rc = cudaErrorMemoryAllocation;
-    if (rc != cudaSuccess)
-        return logged(rc, call, NULL);
-    e->live = 1;
-    e->number = ++events_created;
-    e->device = current;
-    *event = (cudaEvent_t)(void *)e;
-    snprintf(result, sizeof result, "ev%d on device %d", e->number, current);
-    return logged(rc, call, result);
+    if (rc == cudaSuccess) {
+        memset(e, 0, sizeof *e);
+        e->live = 1;
+        e->number = ++events_created;
+        e->context = need_context();
+        *event = (cudaEvent_t)(void *)e;
+        snprintf(result, sizeof result, "ev%d on %s", e->number,
+                 context_text(e->context, cx));
+    }
+    logged(rc, call, result);
+    pthread_mutex_unlock(&lock);
+    return rc;
 }
 
 cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
 {
-    cudaError_t rc = injected("cudaEventRecord");
-    struct event *e = live_event(event);
+    cudaError_t rc;
+    struct event *e;
+    struct context *ctx = NULL;
+    struct stream *s = NULL;
     char call[96], ev[32], st[32];
 
-    /* As in CUDA, the event's device must be the stream's, and the
-     * default-stream handles name the current device's streams. */
-    if (rc == cudaSuccess && (e == NULL || e->device != current))
+    pthread_mutex_lock(&lock);
+    rc = injected("cudaEventRecord");
+    e = live_event(event);
+    if (rc == cudaSuccess && e == NULL)
         rc = cudaErrorInvalidResourceHandle;
+    if (rc == cudaSuccess)
+        rc = resolve(stream, &ctx, &s);
+    /* "event and stream must be on the same CUDA context" */
+    if (rc == cudaSuccess && e->context != ctx)
+        rc = cudaErrorInvalidResourceHandle;
+    if (rc == cudaSuccess && s != NULL && s->invalidated)
+        rc = cudaErrorStreamCaptureInvalidated;
+    if (rc == cudaSuccess)
+        e->captured = s != NULL ? s->capture : 0;
     snprintf(call, sizeof call, "cudaEventRecord(%s, %s)",
              event_text(event, ev), stream_text(stream, st));
-    return logged(rc, call, NULL);
+    logged(rc, call, e != NULL && e->captured ? "captured" : NULL);
+    pthread_mutex_unlock(&lock);
+    return rc;
 }
 
 cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t stream,
                                           cudaEvent_t event,
                                           unsigned int flags)
 {
-    cudaError_t rc = injected("cudaStreamWaitEvent");
-    char call[96], ev[32], st[32];
+    cudaError_t rc;
+    struct event *e;
+    struct context *ctx = NULL;
+    struct stream *s = NULL;
+    char call[192], ev[32], st[32], fl[96];
 
-    if (rc == cudaSuccess && live_event(event) == NULL)
+    pthread_mutex_lock(&lock);
+    rc = injected("cudaStreamWaitEvent");
+    e = live_event(event);
+    if (rc == cudaSuccess && e == NULL)
         rc = cudaErrorInvalidResourceHandle;
-    snprintf(call, sizeof call, "cudaStreamWaitEvent(%s, %s, 0x%x)",
-             stream_text(stream, st), event_text(event, ev), flags);
-    return logged(rc, call, NULL);
+    if (rc == cudaSuccess)
+        rc = resolve(stream, &ctx, &s); /* any context may wait */
+    if (rc == cudaSuccess && s != NULL && s->capture != 0) {
+        if (s->invalidated) {
+            rc = cudaErrorStreamCaptureInvalidated;
+        } else if (e->captured != s->capture &&
+                   !(e->captured == 0 && (flags & cudaEventWaitExternal))) {
+            /* Reaching outside the capture breaks it. */
+            s->invalidated = 1;
+            rc = cudaErrorStreamCaptureIsolation;
+        }
+    } else if (rc == cudaSuccess && e->captured != 0) {
+        /* A stream outside the capture is pulled into it; only a
+         * registered stream can be, default streams fail. */
+        if (s == NULL) {
+            rc = cudaErrorStreamCaptureImplicit;
+        } else {
+            s->capture = e->captured;
+            s->joined = 1;
+        }
+    }
+    snprintf(call, sizeof call, "cudaStreamWaitEvent(%s, %s, %s)",
+             stream_text(stream, st), event_text(event, ev),
+             wait_flags_text(flags, fl));
+    logged(rc, call, NULL);
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event)
+{
+    cudaError_t rc;
+    struct event *e;
+    char call[64], ev[32];
+
+    pthread_mutex_lock(&lock);
+    rc = injected("cudaEventSynchronize");
+    e = live_event(event);
+    if (rc == cudaSuccess && e == NULL)
+        rc = cudaErrorInvalidResourceHandle;
+    if (rc == cudaSuccess && e->captured)
+        rc = cudaErrorCapturedEvent;
+    if (rc == cudaSuccess)
+        e->host_waits++;
+    snprintf(call, sizeof call, "cudaEventSynchronize(%s)",
+             event_text(event, ev));
+    logged(rc, call, NULL);
+    pthread_mutex_unlock(&lock);
+    return rc;
 }
 
 cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t event)
 {
-    cudaError_t rc = injected("cudaEventDestroy");
-    struct event *e = live_event(event);
+    cudaError_t rc;
+    struct event *e;
     char call[64], ev[32];
 
+    pthread_mutex_lock(&lock);
+    rc = injected("cudaEventDestroy");
+    e = live_event(event);
     snprintf(call, sizeof call, "cudaEventDestroy(%s)", event_text(event, ev));
-    if (e == NULL)
-        return logged(cudaErrorInvalidResourceHandle, call, NULL);
-    /* Like CUDA, the handle is gone even when the call reports an error
-     * (a sticky error from earlier work, for instance). */
-    e->live = 0;
-    return logged(rc, call, NULL);
+    if (e == NULL) {
+        rc = cudaErrorInvalidResourceHandle;
+    } else {
+        /* Like CUDA, the handle is gone even when the call reports an
+         * error (a sticky error from earlier work, for instance). */
+        e->live = 0;
+    }
+    logged(rc, call, NULL);
+    pthread_mutex_unlock(&lock);
+    return rc;
 }
 
 cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream)
 {
-    cudaError_t rc = injected("cudaStreamSynchronize");
+    cudaError_t rc;
+    struct context *ctx;
+    struct stream *s;
     char call[64], st[32];
 
+    pthread_mutex_lock(&lock);
+    rc = injected("cudaStreamSynchronize");
+    if (rc == cudaSuccess)
+        rc = resolve(stream, &ctx, &s);
+    if (rc == cudaSuccess && s != NULL && s->capture != 0)
+        rc = cudaErrorStreamCaptureUnsupported;
     snprintf(call, sizeof call, "cudaStreamSynchronize(%s)",
              stream_text(stream, st));
-    return logged(rc, call, NULL);
+    logged(rc, call, NULL);
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+cudaError_t CUDARTAPI cudaStreamIsCapturing(
+    cudaStream_t stream, enum cudaStreamCaptureStatus *status)
+{
+    cudaError_t rc;
+    struct context *ctx;
+    struct stream *s = NULL;
+    char call[64], st[32], result[16];
+    int state = DOUBLE_NOT_CAPTURING;
+
+    pthread_mutex_lock(&lock);
+    rc = injected("cudaStreamIsCapturing");
+    if (rc == cudaSuccess)
+        rc = resolve(stream, &ctx, &s);
+    if (rc == cudaSuccess) {
+        if (s != NULL && s->capture != 0)
+            state = s->invalidated ? DOUBLE_INVALIDATED : DOUBLE_CAPTURING;
+        *status = (enum cudaStreamCaptureStatus)state;
+    }
+    snprintf(call, sizeof call, "cudaStreamIsCapturing(%s)",
+             stream_text(stream, st));
+    snprintf(result, sizeof result, "%d", state);
+    logged(rc, call, result);
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+/* ---- The driver's entry points ---- */
+
+CUresult CUDAAPI cuInit(unsigned int flags)
+{
+    char call[32];
+    cudaError_t rc;
+
+    pthread_mutex_lock(&lock);
+    rc = injected("cuInit");
+    snprintf(call, sizeof call, "cuInit(%u)", flags);
+    logged(rc, call, NULL);
+    pthread_mutex_unlock(&lock);
+    return (CUresult)rc;
+}
+
+CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
+{
+    cudaError_t rc;
+    char cx[16];
+
+    pthread_mutex_lock(&lock);
+    rc = injected("cuCtxGetCurrent");
+    if (rc == cudaSuccess)
+        *pctx = (CUcontext)(void *)current_ctx;
+    logged(rc, "cuCtxGetCurrent()", context_text(current_ctx, cx));
+    pthread_mutex_unlock(&lock);
+    return (CUresult)rc;
+}
+
+CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
+{
+    cudaError_t rc;
+    struct context *c = known_context(ctx);
+    char call[48], cx[16];
+
+    pthread_mutex_lock(&lock);
+    rc = injected("cuCtxSetCurrent");
+    if (rc == cudaSuccess && ctx != NULL && c == NULL)
+        rc = (cudaError_t)CUDA_ERROR_INVALID_CONTEXT;
+    if (rc == cudaSuccess) {
+        current_ctx = c;
+        if (c != NULL)
+            runtime_device = c->device;
+    }
+    snprintf(call, sizeof call, "cuCtxSetCurrent(%s)",
+             ctx != NULL && c == NULL ? "?" : context_text(c, cx));
+    logged(rc, call, NULL);
+    pthread_mutex_unlock(&lock);
+    return (CUresult)rc;
+}
+
+CUresult CUDAAPI cuCtxGetDevice(CUdevice *device)
+{
+    cudaError_t rc;
+    char result[16];
+
+    pthread_mutex_lock(&lock);
+    rc = injected("cuCtxGetDevice");
+    if (rc == cudaSuccess && current_ctx == NULL)
+        rc = (cudaError_t)CUDA_ERROR_INVALID_CONTEXT;
+    if (rc == cudaSuccess)
+        *device = current_ctx->device;
+    snprintf(result, sizeof result, "%d",
+             current_ctx != NULL ? current_ctx->device : -1);
+    logged(rc, "cuCtxGetDevice()", result);
+    pthread_mutex_unlock(&lock);
+    return (CUresult)rc;
+}
+
+CUresult CUDAAPI cuStreamGetCtx(CUstream stream, CUcontext *pctx)
+{
+    cudaError_t rc;
+    struct stream *s;
+    struct context *c = NULL;
+    char call[64], st[32], cx[16];
+
+    pthread_mutex_lock(&lock);
+    rc = injected("cuStreamGetCtx");
+    s = is_default((cudaStream_t)stream) ? NULL
+                                         : find_stream((cudaStream_t)stream);
+    if (rc == cudaSuccess && s != NULL && !s->live)
+        rc = (cudaError_t)CUDA_ERROR_INVALID_HANDLE;
+    if (rc == cudaSuccess) {
+        /* The driver does not create contexts for a default stream. */
+        c = s != NULL && s->context != NULL ? s->context : current_ctx;
+        if (c == NULL)
+            rc = (cudaError_t)CUDA_ERROR_INVALID_CONTEXT;
+    }
+    if (rc == cudaSuccess)
+        *pctx = (CUcontext)(void *)c;
+    snprintf(call, sizeof call, "cuStreamGetCtx(%s)",
+             stream_text((cudaStream_t)stream, st));
+    logged(rc, call, context_text(c, cx));
+    pthread_mutex_unlock(&lock);
+    return (CUresult)rc;
+}
+
+CUresult CUDAAPI cuPointerGetAttribute(void *data,
+                                       CUpointer_attribute attribute,
+                                       CUdeviceptr ptr)
+{
+    cudaError_t rc;
+    const char *p = (const char *)(uintptr_t)ptr;
+    struct context *c = NULL;
+    char call[96], cx[16];
+    int i;
+
+    pthread_mutex_lock(&lock);
+    rc = injected("cuPointerGetAttribute");
+    if (rc == cudaSuccess && attribute != CU_POINTER_ATTRIBUTE_CONTEXT)
+        rc = (cudaError_t)CUDA_ERROR_NOT_SUPPORTED;
+    for (i = 0; rc == cudaSuccess && i < pointer_count; i++)
+        if (p >= pointers[i].base &&
+            (size_t)(p - pointers[i].base) < pointers[i].size &&
+            pointers[i].type != DOUBLE_UNREGISTERED)
+            c = primary(pointers[i].device < 0 ? 0 : pointers[i].device);
+    if (rc == cudaSuccess && c == NULL)
+        rc = (cudaError_t)CUDA_ERROR_INVALID_VALUE;
+    if (rc == cudaSuccess)
+        *(CUcontext *)data = (CUcontext)(void *)c;
+    snprintf(call, sizeof call,
+             "cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_CONTEXT, %p)",
+             (const void *)p);
+    logged(rc, call, c != NULL ? context_text(c, cx) : NULL);
+    pthread_mutex_unlock(&lock);
+    return (CUresult)rc;
 }
 
 /* ---- Control side ---- */
 
 static void reset(void)
 {
+    int i;
+
+    pthread_mutex_lock(&lock);
+    for (i = 0; i < MAX_EVENTS; i++)
+        events[i].host_waits = 0;
     log_length = 0;
     log_text[0] = '\0';
     pointer_count = 0;
     failure_count = 0;
     events_created = 0;
-    current = 0;
+    stream_count = 0;
+    pageable_access = 0;
+    driver_version = -1;
+    runtime_device = 0;
+    current_ctx = primary(0);
     last_error = cudaSuccess;
+    pthread_mutex_unlock(&lock);
 }
 
 static void set_version(int v)
 {
-    version = v;
+    LOCKED(version = v);
 }
 
 static void set_current_device(int device)
 {
-    current = device;
+    pthread_mutex_lock(&lock);
+    runtime_device = device;
+    current_ctx = primary(device);
+    pthread_mutex_unlock(&lock);
 }
 
 static int current_device(void)
 {
-    return current;
+    return current_ctx != NULL ? current_ctx->device : runtime_device;
+}
+
+static void add_allocation(const void *base, size_t size, int type,
+                           int device, const void *host_alias)
+{
+    pthread_mutex_lock(&lock);
+    if (pointer_count < MAX_POINTERS) {
+        pointers[pointer_count].base = base;
+        pointers[pointer_count].size = size;
+        pointers[pointer_count].type = type;
+        pointers[pointer_count].device = device;
+        pointers[pointer_count].host_alias = host_alias;
+        pointer_count++;
+    }
+    pthread_mutex_unlock(&lock);
 }
 
 static void set_pointer(const void *ptr, int type, int device)
 {
-    if (pointer_count < MAX_POINTERS) {
-        pointers[pointer_count].ptr = ptr;
-        pointers[pointer_count].type = type;
-        pointers[pointer_count].device = device;
-        pointer_count++;
-    }
+    add_allocation(ptr, 1, type, device, NULL);
 }
 
-static void fail(const char *call, int error)
+static void fail_after(const char *call, int error, int skip)
 {
+    pthread_mutex_lock(&lock);
     if (failure_count < MAX_FAILURES) {
         snprintf(failures[failure_count].call,
                  sizeof failures[failure_count].call, "%s", call);
         failures[failure_count].error = error;
+        failures[failure_count].skip = skip;
         failure_count++;
     }
+    pthread_mutex_unlock(&lock);
+}
+
+static void fail(const char *call, int error)
+{
+    fail_after(call, error, 0);
 }
 
 static const char *log_contents(void)
@@ -347,14 +901,203 @@ static int live_events(void)
 {
     int i, n = 0;
 
+    pthread_mutex_lock(&lock);
     for (i = 0; i < MAX_EVENTS; i++)
         n += events[i].live;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+static void add_stream_on(long handle, struct context *c)
+{
+    pthread_mutex_lock(&lock);
+    if (stream_count < MAX_STREAMS) {
+        memset(&streams[stream_count], 0, sizeof streams[stream_count]);
+        streams[stream_count].handle = handle;
+        streams[stream_count].live = 1;
+        streams[stream_count].context = c;
+        stream_count++;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+static void add_stream(long handle, int device)
+{
+    struct context *c;
+
+    LOCKED(c = primary(device));
+    add_stream_on(handle, c);
+}
+
+static void add_stream_on_context(long handle, void *context)
+{
+    add_stream_on(handle, known_context(context));
+}
+
+static struct stream *control_stream(long handle)
+{
+    return find_stream((cudaStream_t)(intptr_t)handle);
+}
+
+static void destroy_stream(long handle)
+{
+    struct stream *s;
+
+    pthread_mutex_lock(&lock);
+    s = control_stream(handle);
+    if (s != NULL)
+        s->live = 0;
+    pthread_mutex_unlock(&lock);
+}
+
+static void *create_context(int device)
+{
+    struct context *c = NULL;
+    int i;
+
+    pthread_mutex_lock(&lock);
+    for (i = DOUBLE_DEVICE_COUNT; i < MAX_CONTEXTS && c == NULL; i++)
+        if (!contexts[i].made)
+            c = &contexts[i];
+    if (c != NULL) {
+        c->made = 1;
+        c->device = device;
+        c->primary = 0;
+        c->number = ++other_contexts;
+    }
+    pthread_mutex_unlock(&lock);
+    return c;
+}
+
+static void *current_context(void)
+{
+    return current_ctx;
+}
+
+static void set_current_context(void *context)
+{
+    current_ctx = known_context(context);
+    if (current_ctx != NULL)
+        runtime_device = current_ctx->device;
+}
+
+static int primary_contexts(void)
+{
+    int n;
+
+    LOCKED(n = primaries_created);
+    return n;
+}
+
+static void begin_capture(long handle, int id)
+{
+    struct stream *s;
+
+    pthread_mutex_lock(&lock);
+    s = control_stream(handle);
+    if (s != NULL) {
+        s->capture = id;
+        s->invalidated = 0;
+        s->joined = 0;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+static int end_capture(long handle)
+{
+    struct stream *s;
+    int i, rc = 0;
+
+    pthread_mutex_lock(&lock);
+    s = control_stream(handle);
+    if (s != NULL && s->capture != 0) {
+        if (s->invalidated)
+            rc = cudaErrorStreamCaptureInvalidated;
+        for (i = 0; i < stream_count; i++) {
+            if (&streams[i] != s && streams[i].capture == s->capture) {
+                if (streams[i].joined && rc == 0)
+                    rc = cudaErrorStreamCaptureUnjoined;
+                streams[i].capture = 0;
+                streams[i].joined = 0;
+            }
+        }
+        s->capture = 0;
+        s->invalidated = 0;
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+static int capture_state(long handle)
+{
+    struct stream *s;
+    int state = DOUBLE_NOT_CAPTURING;
+
+    pthread_mutex_lock(&lock);
+    s = control_stream(handle);
+    if (s != NULL && s->capture != 0)
+        state = s->invalidated ? DOUBLE_INVALIDATED : DOUBLE_CAPTURING;
+    pthread_mutex_unlock(&lock);
+    return state;
+}
+
+static void set_driver_version(int v)
+{
+    LOCKED(driver_version = v);
+}
+
+static void set_pageable_access(int value)
+{
+    LOCKED(pageable_access = value);
+}
+
+static int pending_error(void)
+{
+    return (int)last_error;
+}
+
+static void set_pending_error(int error)
+{
+    last_error = (cudaError_t)error;
+}
+
+static int host_waits(void)
+{
+    int i, n = 0;
+
+    pthread_mutex_lock(&lock);
+    for (i = 0; i < MAX_EVENTS; i++)
+        n += events[i].host_waits;
+    pthread_mutex_unlock(&lock);
     return n;
 }
 
 static const struct cudart_double controls = {
-    reset,       set_version,  set_current_device, current_device,
-    set_pointer, fail,         log_contents,       live_events,
+    reset,
+    set_version,
+    set_current_device,
+    current_device,
+    set_pointer,
+    fail,
+    log_contents,
+    live_events,
+    add_allocation,
+    add_stream,
+    add_stream_on_context,
+    destroy_stream,
+    create_context,
+    current_context,
+    set_current_context,
+    primary_contexts,
+    begin_capture,
+    end_capture,
+    capture_state,
+    set_driver_version,
+    set_pageable_access,
+    pending_error,
+    set_pending_error,
+    host_waits,
+    fail_after,
 };
 
 const struct cudart_double *cudart_double_controls(void)

@@ -2,6 +2,7 @@
 # answers "no driver"), a path that does not exist, or a recording double
 # built here and selected with CAIBRIDGE_CUDART.
 CUDA_TESTS_CPPFLAGS = $(TESTS_CPPFLAGS) -I$(top_srcdir)/tests/cuda \
+	$(CUDA_CPPFLAGS) \
 	-DCUDART_DOUBLE_DIR='"$(abs_top_builddir)/tests/cuda"'
 
 # Correct whether or not CUDA support is built.
@@ -33,7 +34,9 @@ CUDA_DOUBLE_TESTS = \
 	tests/cuda/once-t \
 	tests/cuda/preloaded-t \
 	tests/cuda/old-runtime-t \
-	tests/cuda/wrong-library-t
+	tests/cuda/wrong-library-t \
+	tests/cuda/fence-t \
+	tests/cuda/messages-t
 check_PROGRAMS += $(CUDA_DOUBLE_TESTS)
 TESTS += $(CUDA_DOUBLE_TESTS)
 VALGRIND_TESTS += $(CUDA_DOUBLE_TESTS)
@@ -43,16 +46,25 @@ tests_cuda_once_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_preloaded_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_old_runtime_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_wrong_library_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
+tests_cuda_fence_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
+tests_cuda_messages_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
+# Runs itself as a child through /proc/PID/exe: not under valgrind.
+check_PROGRAMS += tests/cuda/soname-t
+TESTS += tests/cuda/soname-t
+tests_cuda_soname_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 endif
 
 # The Python layer with no usable CUDA, and on the double (as_dlpack
 # locating, __dlpack__ ordering, from_dlpack reporting streams).  Run like
 # tests/python's files.
-EXTRA_DIST += tests/cuda/test_cuda_double.py tests/cuda/test_no_cuda.py
+CAI_CUDA_PYTHON_TESTS = tests/cuda/test_stream_order.py \
+	tests/cuda/test_cuda_bridge.py tests/cuda/test_exchange_streams.py \
+	tests/cuda/test_streams.py
+EXTRA_DIST += $(CAI_CUDA_PYTHON_TESTS) tests/cuda/test_no_cuda.py
 if HAVE_PYTHON
 TESTS += tests/cuda/test_no_cuda.py
 if HAVE_CUDA
-TESTS += tests/cuda/test_cuda_double.py
+TESTS += $(CAI_CUDA_PYTHON_TESTS)
 endif
 endif
 

@@ -4,6 +4,8 @@
  */
 #include <stdio.h>
 
+#include <cuda_runtime_api.h>
+
 #include "cuda-test.h"
 
 static const struct cudart_double *cuda;
@@ -14,10 +16,11 @@ static char device_memory[16], pinned_memory[16], managed_memory[16],
 
 static void expect_one_lookup(const void *ptr, const char *name)
 {
-    char expected[64];
+    char expected[128];
 
-    snprintf(expected, sizeof expected, "cudaPointerGetAttributes(%p)\n",
-             ptr);
+    snprintf(expected, sizeof expected, "cudaPeekAtLastError() = 0\n"
+             "cuCtxGetCurrent() = P0\n"
+             "cudaPointerGetAttributes(%p)\n", ptr);
     is_string(expected, cuda->log(), "%s: one pointer lookup, nothing else",
               name);
 }
@@ -70,7 +73,19 @@ static void memory_kinds(void)
              "unregistered host memory: the message says why");
     is_int(0, device.device_type, "unregistered host memory: no device "
            "written");
-    expect_one_lookup(host_memory, "unregistered host memory");
+    {
+        char expected[256];
+
+        snprintf(expected, sizeof expected,
+                 "cudaPeekAtLastError() = 0\n"
+                 "cuCtxGetCurrent() = P0\n"
+                 "cudaPointerGetAttributes(%p)\n"
+                 "cuCtxGetDevice() = 0\n"
+                 "cudaDeviceGetAttribute(%d, 0) = 0\n",
+                 (void *)host_memory, (int)cudaDevAttrPageableMemoryAccess);
+        is_string(expected, cuda->log(), "unregistered host memory: the "
+                  "lookup, then whether devices read pageable memory");
+    }
 
     cuda->reset();
     cuda->set_pointer(odd_memory, 9, 0);
@@ -98,8 +113,11 @@ static void zero_size(void)
     is_int(CAI_OK, rc, "NULL pointer: success");
     is_int(kDLCUDA, device.device_type, "NULL pointer: kDLCUDA");
     is_int(2, device.device_id, "NULL pointer: the current device (2)");
-    is_string("cudaGetDevice() = 2\n", cuda->log(),
-              "NULL pointer: the current device is asked, not the pointer");
+    is_string("cudaPeekAtLastError() = 0\n"
+              "cuCtxGetCurrent() = P2\n"
+              "cuCtxGetDevice() = 2\n", cuda->log(),
+              "NULL pointer: the current context's device is asked, not the "
+              "pointer");
 }
 
 static void failures(void)
@@ -109,7 +127,7 @@ static void failures(void)
     int rc;
 
     cuda->reset();
-    cuda->fail("cudaPointerGetAttributes", 35);
+    cuda->fail("cudaPointerGetAttributes", cudaErrorInsufficientDriver);
     rc = cai_cuda_locate(device_memory, &device, &err);
     is_int(CAI_ENOCUDA, rc, "lookup answers no driver: CAI_ENOCUDA");
     contains(err.message, "cudaPointerGetAttributes failed: double: no CUDA "
@@ -117,7 +135,7 @@ static void failures(void)
              "call, the runtime's text and the number");
 
     cuda->reset();
-    cuda->fail("cudaPointerGetAttributes", 1);
+    cuda->fail("cudaPointerGetAttributes", cudaErrorInvalidValue);
     rc = cai_cuda_locate(device_memory, &device, &err);
     is_int(CAI_ECUDA, rc, "lookup answers invalid value: CAI_ECUDA");
     contains(cuda->log(), "cudaGetLastError() = 1\n",

@@ -4,6 +4,8 @@
  */
 #include <stdio.h>
 
+#include <cuda_runtime_api.h>
+
 #include "cuda-test.h"
 
 #define PRODUCER_STREAM ((intptr_t)0x5000)
@@ -88,20 +90,40 @@ static void refused_cases(void)
     is_string("", cuda->log(), "refused producer stream: no CUDA call");
 }
 
-/* The calls an ordering makes on the current device 0, between streams
- * written as they appear in the log. */
+/* The context part of the log for a stream: a handle's context is asked
+ * (producer side), a default stream's device is checked against the
+ * data's. */
+static const char *context_lines(const char *stream, int producer,
+                                 char buf[64])
+{
+    if (strncmp(stream, "cudaStream", 10) == 0)
+        snprintf(buf, 64, "cuCtxGetDevice() = 0\n");
+    else if (producer)
+        snprintf(buf, 64, "cuStreamGetCtx(%s) = P0\n", stream);
+    else
+        buf[0] = '\0';
+    return buf;
+}
+
+/* The calls an ordering makes with device 0's primary context current,
+ * between streams written as they appear in the log. */
 static void expect_event_ordering(const char *name, const char *p,
                                   const char *s)
 {
-    char expected[512];
+    char expected[768], pc[64], sc[64];
 
     snprintf(expected, sizeof expected,
-             "cudaGetDevice() = 0\n"
-             "cudaEventCreateWithFlags(0x2) = ev1 on device 0\n"
+             "cudaPeekAtLastError() = 0\n"
+             "cuCtxGetCurrent() = P0\n"
+             "%s"
+             "cudaStreamIsCapturing(%s) = 0\n"
+             "cudaEventCreateWithFlags(cudaEventDisableTiming) = ev1 on P0\n"
              "cudaEventRecord(ev1, %s)\n"
-             "cudaStreamWaitEvent(%s, ev1, 0x0)\n"
+             "%s"
+             "cudaStreamIsCapturing(%s) = 0\n"
+             "cudaStreamWaitEvent(%s, ev1, cudaEventWaitDefault)\n"
              "cudaEventDestroy(ev1)\n",
-             p, s);
+             context_lines(p, 1, pc), p, p, context_lines(s, 0, sc), s, s);
     is_string(expected, cuda->log(), "%s: event recorded on %s, %s waits "
               "on it, event destroyed", name, p, s);
     is_int(0, cuda->live_events(), "%s: no event left alive", name);
@@ -118,15 +140,15 @@ static void event_cases(void)
     } cases[] = {
         {"two streams", PRODUCER_STREAM, CONSUMER_STREAM, "0x5000", "0x6000"},
         {"consumer on the legacy stream", PRODUCER_STREAM, CAI_STREAM_LEGACY,
-         "0x5000", "0x1"},
+         "0x5000", "cudaStreamLegacy"},
         {"consumer on the per-thread stream", PRODUCER_STREAM,
-         CAI_STREAM_PER_THREAD, "0x5000", "0x2"},
+         CAI_STREAM_PER_THREAD, "0x5000", "cudaStreamPerThread"},
         {"legacy producer, per-thread consumer", CAI_STREAM_LEGACY,
-         CAI_STREAM_PER_THREAD, "0x1", "0x2"},
+         CAI_STREAM_PER_THREAD, "cudaStreamLegacy", "cudaStreamPerThread"},
         {"per-thread producer, legacy consumer", CAI_STREAM_PER_THREAD,
-         CAI_STREAM_LEGACY, "0x2", "0x1"},
+         CAI_STREAM_LEGACY, "cudaStreamPerThread", "cudaStreamLegacy"},
         {"per-thread producer, own consumer stream", CAI_STREAM_PER_THREAD,
-         CONSUMER_STREAM, "0x2", "0x6000"},
+         CONSUMER_STREAM, "cudaStreamPerThread", "0x6000"},
     };
     size_t i;
 
@@ -140,8 +162,8 @@ static void event_cases(void)
     }
 }
 
-/* Pinned and managed memory carry device 0 by convention: the current
- * device is used as is. */
+/* Pinned and managed memory carry device 0 by convention: the stream's
+ * context is used as is. */
 static void host_accessible_cases(void)
 {
     cai_error_t err;
@@ -154,55 +176,108 @@ static void host_accessible_cases(void)
                                       .device = {kDLCUDAManaged, 0}},
                         CONSUMER_STREAM, &err);
     is_int(CAI_OK, rc, "managed producer: success");
-    is_string("cudaEventCreateWithFlags(0x2) = ev1 on device 2\n"
+    is_string("cudaPeekAtLastError() = 0\n"
+              "cuCtxGetCurrent() = P2\n"
+              "cuStreamGetCtx(0x5000) = P2\n"
+              "cudaStreamIsCapturing(0x5000) = 0\n"
+              "cudaEventCreateWithFlags(cudaEventDisableTiming) = ev1 on P2\n"
               "cudaEventRecord(ev1, 0x5000)\n"
-              "cudaStreamWaitEvent(0x6000, ev1, 0x0)\n"
+              "cudaStreamIsCapturing(0x6000) = 0\n"
+              "cudaStreamWaitEvent(0x6000, ev1, cudaEventWaitDefault)\n"
               "cudaEventDestroy(ev1)\n",
-              cuda->log(), "managed producer: event on the current device, "
+              cuda->log(), "managed producer: event in the stream's context, "
               "no device switch");
 }
 
+/* The stream's device decides, not the data's (a handle); the data's
+ * device decides for the default streams. */
 static void other_device_cases(void)
 {
     cai_error_t err;
     int rc;
 
-    rc = order(producer(PRODUCER_STREAM, kDLCUDA, 1), CONSUMER_STREAM, &err);
-    is_int(CAI_OK, rc, "producer on device 1, device 0 current: success");
-    is_string("cudaGetDevice() = 0\n"
-              "cudaSetDevice(1)\n"
-              "cudaEventCreateWithFlags(0x2) = ev1 on device 1\n"
+    cuda->reset();
+    cuda->add_stream(PRODUCER_STREAM, 1);
+    rc = cai_cuda_order(&(cai_desc_t){.has_stream = 1,
+                                      .stream = PRODUCER_STREAM,
+                                      .device = {kDLCUDA, 1}},
+                        CONSUMER_STREAM, &err);
+    is_int(CAI_OK, rc, "producer stream on device 1, device 0 current: "
+           "success");
+    is_string("cudaPeekAtLastError() = 0\n"
+              "cuCtxGetCurrent() = P0\n"
+              "cuStreamGetCtx(0x5000) = P1\n"
+              "cuCtxSetCurrent(P1)\n"
+              "cudaStreamIsCapturing(0x5000) = 0\n"
+              "cudaEventCreateWithFlags(cudaEventDisableTiming) = ev1 on P1\n"
               "cudaEventRecord(ev1, 0x5000)\n"
-              "cudaStreamWaitEvent(0x6000, ev1, 0x0)\n"
+              "cudaStreamIsCapturing(0x6000) = 0\n"
+              "cudaStreamWaitEvent(0x6000, ev1, cudaEventWaitDefault)\n"
               "cudaEventDestroy(ev1)\n"
-              "cudaSetDevice(0)\n",
-              cuda->log(), "producer on device 1: the event is made and "
-              "recorded on device 1, then device 0 is current again");
+              "cuCtxSetCurrent(P0)\n",
+              cuda->log(), "producer stream on device 1: the event is made "
+              "and recorded in its context, then P0 is current again");
     is_int(0, cuda->current_device(), "producer on device 1: device 0 "
            "restored");
 
+    /* CuPy reports the current device's stream for data elsewhere. */
     cuda->reset();
-    cuda->fail("cudaEventRecord", 400);
+    cuda->add_stream(PRODUCER_STREAM, 0);
     rc = cai_cuda_order(&(cai_desc_t){.has_stream = 1,
                                       .stream = PRODUCER_STREAM,
+                                      .device = {kDLCUDA, 1}},
+                        CONSUMER_STREAM, &err);
+    is_int(CAI_OK, rc, "data on device 1, producer stream on device 0: "
+           "success (the event is the stream's device's)");
+    contains(cuda->log(), "ev1 on P0\n", "data on device 1, stream on "
+             "device 0: event made on device 0");
+
+    cuda->reset();
+    rc = cai_cuda_order(&(cai_desc_t){.has_stream = 1,
+                                      .stream = CAI_STREAM_LEGACY,
+                                      .device = {kDLCUDA, 1}},
+                        CONSUMER_STREAM, &err);
+    is_int(CAI_OK, rc, "legacy stream, data on device 1: success");
+    is_string("cudaPeekAtLastError() = 0\n"
+              "cuCtxGetCurrent() = P0\n"
+              "cuCtxGetDevice() = 0\n"
+              "cudaSetDevice(1)\n"
+              "cuCtxGetCurrent() = P1\n"
+              "cudaStreamIsCapturing(cudaStreamLegacy) = 0\n"
+              "cudaEventCreateWithFlags(cudaEventDisableTiming) = ev1 on P1\n"
+              "cudaEventRecord(ev1, cudaStreamLegacy)\n"
+              "cudaStreamIsCapturing(0x6000) = 0\n"
+              "cudaStreamWaitEvent(0x6000, ev1, cudaEventWaitDefault)\n"
+              "cudaEventDestroy(ev1)\n"
+              "cuCtxSetCurrent(P0)\n",
+              cuda->log(), "legacy stream: the data's device's stream, then "
+              "the caller's context again");
+
+    cuda->reset();
+    cuda->fail("cudaEventRecord", cudaErrorInvalidValue);
+    rc = cai_cuda_order(&(cai_desc_t){.has_stream = 1,
+                                      .stream = CAI_STREAM_LEGACY,
                                       .device = {kDLCUDA, 3}},
-                        CAI_STREAM_LEGACY, &err);
+                        CONSUMER_STREAM, &err);
     is_int(CAI_ECUDA, rc, "failing record on device 3: CAI_ECUDA");
     is_int(0, cuda->current_device(), "failing record on device 3: device "
            "0 restored");
+    ok(cuda->current_context() != NULL, "failing record: a context is "
+       "current again");
     is_int(0, cuda->live_events(), "failing record on device 3: event "
            "destroyed");
 
-    rc = order(producer(PRODUCER_STREAM, kDLCUDA, 9), CONSUMER_STREAM, &err);
-    is_int(CAI_ECUDA, rc, "producer on a device that does not exist: "
+    cuda->reset();
+    rc = cai_cuda_order(&(cai_desc_t){.has_stream = 1,
+                                      .stream = CAI_STREAM_LEGACY,
+                                      .device = {kDLCUDA, 9}},
+                        CONSUMER_STREAM, &err);
+    is_int(CAI_ECUDA, rc, "data on a device that does not exist: "
            "CAI_ECUDA");
     contains(err.message, "cudaSetDevice failed",
              "no such device: the message names the call");
-    is_string("cudaGetDevice() = 0\n"
-              "cudaSetDevice(9) -> error 101\n"
-              "cudaGetErrorString(101)\n"
-              "cudaGetLastError() = 101\n",
-              cuda->log(), "no such device: no event is created");
+    ok(strstr(cuda->log(), "cudaEventCreate") == NULL,
+       "no such device: no event is created");
 }
 
 static void failure_cases(void)
@@ -211,7 +286,7 @@ static void failure_cases(void)
     int rc;
 
     cuda->reset();
-    cuda->fail("cudaEventRecord", 400);
+    cuda->fail("cudaEventRecord", cudaErrorInvalidResourceHandle);
     rc = cai_cuda_order(&(cai_desc_t){.has_stream = 1,
                                       .stream = PRODUCER_STREAM,
                                       .device = {kDLCUDA, 0}},
@@ -221,8 +296,11 @@ static void failure_cases(void)
     contains(err.message, "cudaEventRecord failed: double: invalid handle "
              "(CUDA error 400)", "record fails: the message names the call, "
              "the runtime's text and the number");
-    is_string("cudaGetDevice() = 0\n"
-              "cudaEventCreateWithFlags(0x2) = ev1 on device 0\n"
+    is_string("cudaPeekAtLastError() = 0\n"
+              "cuCtxGetCurrent() = P0\n"
+              "cuStreamGetCtx(0x5000) = P0\n"
+              "cudaStreamIsCapturing(0x5000) = 0\n"
+              "cudaEventCreateWithFlags(cudaEventDisableTiming) = ev1 on P0\n"
               "cudaEventRecord(ev1, 0x5000) -> error 400\n"
               "cudaEventDestroy(ev1)\n"
               "cudaGetErrorString(400)\n"
@@ -232,7 +310,7 @@ static void failure_cases(void)
     is_int(0, cuda->live_events(), "record fails: no event left alive");
 
     cuda->reset();
-    cuda->fail("cudaStreamWaitEvent", 400);
+    cuda->fail("cudaStreamWaitEvent", cudaErrorInvalidResourceHandle);
     rc = cai_cuda_order(&(cai_desc_t){.has_stream = 1,
                                       .stream = PRODUCER_STREAM,
                                       .device = {kDLCUDA, 0}},
@@ -243,7 +321,7 @@ static void failure_cases(void)
     is_int(0, cuda->live_events(), "wait fails: event destroyed");
 
     cuda->reset();
-    cuda->fail("cudaEventDestroy", 700);
+    cuda->fail("cudaEventDestroy", cudaErrorIllegalAddress);
     rc = cai_cuda_order(&(cai_desc_t){.has_stream = 1,
                                       .stream = PRODUCER_STREAM,
                                       .device = {kDLCUDA, 0}},
@@ -253,7 +331,7 @@ static void failure_cases(void)
              "destroy fails: the message names the call");
 
     cuda->reset();
-    cuda->fail("cudaEventCreateWithFlags", 35);
+    cuda->fail("cudaEventCreateWithFlags", cudaErrorInsufficientDriver);
     rc = cai_cuda_order(&(cai_desc_t){.has_stream = 1,
                                       .stream = PRODUCER_STREAM,
                                       .device = {kDLCUDA, 0}},
@@ -265,15 +343,30 @@ static void failure_cases(void)
        "create fails: nothing to destroy");
 
     cuda->reset();
-    cuda->fail("*", 100);
+    cuda->fail("*", cudaErrorNoDevice);
     rc = cai_cuda_order(&(cai_desc_t){.has_stream = 1,
                                       .stream = PRODUCER_STREAM,
                                       .device = {kDLCUDA, 0}},
                         CONSUMER_STREAM, &err);
     is_int(CAI_ENOCUDA, rc, "no device (100): CAI_ENOCUDA");
-    contains(err.message, "cudaGetDevice failed: double: no CUDA device "
+    contains(err.message, "cuCtxGetCurrent failed: double: no CUDA device "
              "(CUDA error 100)", "no device: the message names the first "
              "call that failed");
+}
+
+/* cai_cuda_order reads the producer's stream and device only: callers may
+ * pass a descriptor whose shape is not filled in. */
+static void shape_not_read(void)
+{
+    cai_desc_t desc = producer(PRODUCER_STREAM, kDLCUDA, 0);
+    cai_error_t err;
+    int rc;
+
+    desc.ndim = 3; /* shape left all zero, as if not filled */
+    rc = order(desc, CONSUMER_STREAM, &err);
+    is_int(CAI_OK, rc, "shape not filled in: success");
+    contains(cuda->log(), "cudaStreamWaitEvent(0x6000",
+             "shape not filled in: still ordered (the shape is not read)");
 }
 
 static void synchronize_cases(void)
@@ -284,12 +377,14 @@ static void synchronize_cases(void)
     cuda->reset();
     rc = cai_cuda_stream_synchronize(PRODUCER_STREAM, &err);
     is_int(CAI_OK, rc, "synchronize: success");
-    is_string("cudaStreamSynchronize(0x5000)\n", cuda->log(),
+    is_string("cudaPeekAtLastError() = 0\n"
+              "cudaStreamSynchronize(0x5000)\n", cuda->log(),
               "synchronize: one call on the stream handle");
 
     cuda->reset();
     rc = cai_cuda_stream_synchronize(CAI_STREAM_LEGACY, &err);
-    is_string("cudaStreamSynchronize(0x1)\n", cuda->log(),
+    is_string("cudaPeekAtLastError() = 0\n"
+              "cudaStreamSynchronize(cudaStreamLegacy)\n", cuda->log(),
               "synchronize legacy: handle 1, never NULL");
 
     cuda->reset();
@@ -303,7 +398,7 @@ static void synchronize_cases(void)
     is_string("", cuda->log(), "synchronize 0: no call");
 
     cuda->reset();
-    cuda->fail("cudaStreamSynchronize", 719);
+    cuda->fail("cudaStreamSynchronize", cudaErrorLaunchFailure);
     rc = cai_cuda_stream_synchronize(CONSUMER_STREAM, &err);
     is_int(CAI_ECUDA, rc, "synchronize fails: CAI_ECUDA");
     contains(err.message, "cudaStreamSynchronize failed",
@@ -321,6 +416,9 @@ int main(void)
     rc = cai_cuda_runtime_version(&version, &err);
     is_int(CAI_OK, rc, "the double loads as the runtime");
     is_int(13000, version, "the double's runtime version is reported");
+    /* The driver is bound (cuInit) at the first call needing it. */
+    if (cai_cuda_locate(NULL, &(DLDevice){kDLCPU, 0}, NULL) != 0)
+        bail("locate NULL fails on the double");
 
     no_call_cases();
     refused_cases();
@@ -328,6 +426,7 @@ int main(void)
     host_accessible_cases();
     other_device_cases();
     failure_cases();
+    shape_not_read();
     synchronize_cases();
     return 0;
 }

@@ -48,14 +48,16 @@ def run(**env_changes):
     return out.stdout.strip()
 
 
-def test_missing_runtime_named_in_the_error():
+# The core's messages for each case are missing-t.c's and no-driver-t.c's;
+# here, that they reach Python as CUDAError while host memory converts into
+# torch in the same process.
+
+def test_missing_runtime_is_a_cuda_error():
     path = "/nonexistent/caibridge-test/libcudart.so.99"
     said = run(CAIBRIDGE_CUDART=path)
     assert said.startswith("CUDAError: ")
     if caibridge.cuda_built():
-        assert f"CAIBRIDGE_CUDART={path} could not be loaded" in said
-    else:
-        assert "built without CUDA support" in said
+        assert path in said, "the core's message, passed through"
 
 
 def test_real_runtime_without_a_driver():
@@ -63,8 +65,4 @@ def test_real_runtime_without_a_driver():
     if said == "located":
         pytest.skip("a CUDA driver and device answered; this case needs a "
                     "machine without them")
-    assert said.startswith("CUDAError: ")
-    # Built with CUDA: the runtime's answer; without: the build says so.
-    assert ("no usable CUDA driver or device" in said or
-            "could not be loaded" in said or
-            "built without CUDA support" in said), said
+    assert said.startswith("CUDAError: ") and len(said) > len("CUDAError: ")

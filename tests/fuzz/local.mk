@@ -98,3 +98,6 @@ soak:
 endif
 
 .PHONY: fuzz fuzz-short fuzz-corpus soak
+
+# The structured fuzzer of the Python face (atheris; run by .ci/harden).
+EXTRA_DIST += tests/fuzz/fuzz_python.py

@@ -2,6 +2,7 @@
 import gc
 import importlib
 import os
+import threading
 import weakref
 
 import numpy as np
@@ -102,6 +103,34 @@ def data_pointer(array):
 def collect():
     for _ in range(3):
         gc.collect()
+
+
+# ---- Optional consumers, skipped per test (never per file) with a reason.
+
+def required(name, *submodules):
+    """The consumer for a fixture, or a skip naming why it is missing."""
+    module, mark = consumer(name, *submodules)
+    if module is None:
+        pytest.skip(mark.kwargs["reason"])
+    return module
+
+
+@pytest.fixture(scope="session")
+def torch():
+    return required("torch")
+
+
+@pytest.fixture(scope="session")
+def jax():
+    """JAX with 64-bit types.  CAIBRIDGE_TEST_NO_JAX=1 (set by the
+    AddressSanitizer run: XLA does not run under ASan) skips the tests that
+    use it, and only those."""
+    if os.environ.get("CAIBRIDGE_TEST_NO_JAX"):
+        pytest.skip("CAIBRIDGE_TEST_NO_JAX is set (JAX's XLA does not run "
+                    "under AddressSanitizer)")
+    jax = required("jax", "dlpack")
+    jax.config.update("jax_enable_x64", True)  # int64, float64, complex128
+    return jax
 
 
 @pytest.fixture
@@ -206,3 +235,82 @@ def dtype_of(dtype):
     dtype = np.dtype(dtype)
     code = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}[dtype.kind]
     return DLDataType(code, dtype.itemsize * 8, 1)
+
+
+# ---- Taking a tensor out of a capsule as a consumer does, and running its
+# deleter on a native thread that has no Python thread state.
+_api = ctypes.pythonapi
+_api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+_api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_api.PyCapsule_SetName.restype = ctypes.c_int
+_api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_api.PyCapsule_IsValid.restype = ctypes.c_int
+_api.PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+PyCapsule_GetPointer = _api.PyCapsule_GetPointer
+# Capsule names must outlive the capsule: module-level bytes objects.
+USED_VERSIONED = b"used_dltensor_versioned"
+USED_LEGACY = b"used_dltensor"
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.pthread_create.argtypes = [ctypes.POINTER(ctypes.c_ulong),
+                                 ctypes.c_void_p, ctypes.c_void_p,
+                                 ctypes.c_void_p]
+_libc.pthread_create.restype = ctypes.c_int
+_libc.pthread_join.argtypes = [ctypes.c_ulong, ctypes.c_void_p]
+_libc.pthread_join.restype = ctypes.c_int
+
+# DLManagedTensorVersioned: version (8 bytes), manager_ctx, deleter.
+# DLManagedTensor: DLTensor (48 bytes), manager_ctx, deleter.
+DELETER_OFFSET = {True: 16, False: 56}
+
+
+def take_tensor(capsule):
+    """Takes the tensor out of a DLPack capsule as a consumer would (the
+    capsule is renamed used, so only we may delete it); returns (tensor
+    address, deleter address)."""
+    versioned = _api.PyCapsule_IsValid(capsule, b"dltensor_versioned") == 1
+    name = b"dltensor_versioned" if versioned else b"dltensor"
+    tensor = _api.PyCapsule_GetPointer(capsule, name)
+    assert tensor, "not a DLPack capsule"
+    assert _api.PyCapsule_SetName(
+        capsule, USED_VERSIONED if versioned else USED_LEGACY) == 0
+    deleter = ctypes.c_void_p.from_address(tensor +
+                                           DELETER_OFFSET[versioned]).value
+    assert deleter, "the tensor has no deleter"
+    return tensor, deleter
+
+
+def start_native(deleter, tensor):
+    """A pthread whose start routine is the deleter: it runs with no
+    Python thread state.  (void (*)(T *) called as void *(*)(void *): the
+    same registers on every ABI CPython runs on; the result is unused.)"""
+    tid = ctypes.c_ulong()
+    rc = _libc.pthread_create(ctypes.byref(tid), None, deleter, tensor)
+    assert rc == 0, f"pthread_create: {os.strerror(rc)}"
+    return tid.value
+
+
+def join_native(tid):
+    # ctypes releases the GIL for the call, so the deleter can take it.
+    assert _libc.pthread_join(tid, None) == 0
+
+
+class Worker(threading.Thread):
+    """A thread whose exception fails the test: join() raises it again in
+    the thread that joins (a bare thread's exception is only printed)."""
+
+    def __init__(self, target, *args):
+        super().__init__(target=target, args=args)
+        self.error = None
+
+    def run(self):
+        try:
+            super().run()
+        except BaseException as e:  # noqa: B902 - handed to join()
+            self.error = e
+
+    def join(self, timeout=None):
+        super().join(timeout)
+        if self.error is not None:
+            raise AssertionError(f"{self.name} raised {self.error!r}") \
+                from self.error

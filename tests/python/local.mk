@@ -7,20 +7,38 @@ CAI_PYTHON_TESTS = \
 	tests/python/test_as_dlpack.py \
 	tests/python/test_lifetime.py \
 	tests/python/test_from_dlpack.py \
-	tests/python/test_descriptors.py \
+	tests/python/test_arguments.py \
 	tests/python/test_exchange_api.py \
+	tests/python/test_add_dlpack.py \
+	tests/python/test_add_array_interface.py \
+	tests/python/test_caiview_producer.py \
+	tests/python/test_buffer_producers.py \
+	tests/python/test_api_gaps.py \
 	$(empty)
 
+# The C core against NumPy through ctypes (cai_typestr_parse, contiguity,
+# cai_layout_extent).
+CAI_PYTHON_TESTS += tests/python/test_core_oracle.py
+
 # Hardening (issue 6, helper "harden"): hostile input, leak soak, threads.
-CAI_PYTHON_TESTS += tests/python/test_hostile.py tests/python/test_soak.py \
-	tests/python/test_threads.py
+CAI_PYTHON_TESTS += tests/python/test_interface.py tests/python/test_soak.py \
+	tests/python/test_threads.py tests/python/test_exit_race.py
+
+# The array interface read as NumPy reads it; NumPy as the oracle.
+CAI_PYTHON_TESTS += tests/python/test_interface_semantics.py \
+	tests/python/test_numpy_oracle.py
+
+# Sub-interpreters, legacy and (3.12+) isolated; run-subinterp.sh runs them
+# on another interpreter (make check-subinterp PYTHON312=...).
+CAI_PYTHON_TESTS += tests/python/test_subinterpreters.py
 
 # The type stubs against the module, and the GIL on free-threaded builds.
 CAI_PYTHON_TESTS += tests/python/test_stubs.py \
 	tests/python/test_free_threading.py
 
 EXTRA_DIST += $(CAI_PYTHON_TESTS) tests/python/conftest.py \
-	tests/python/pip-install.sh tests/python/tapreport.py
+	tests/python/pip-install.sh tests/python/xconsumer.c \
+	tests/python/run-subinterp.sh tests/python/tapreport.py
 
 if HAVE_PYTHON
 TESTS += $(CAI_PYTHON_TESTS)
@@ -30,6 +48,12 @@ PY_LOG_COMPILER = env PYTHONDONTWRITEBYTECODE=1 \
 	$(PYTHON) $(srcdir)/tests/python/tapreport.py -p no:cacheprovider \
 	--rootdir=$(abs_srcdir)/tests/python
 endif
+
+check-subinterp:
+	@test -n "$(PYTHON312)" || { \
+	  echo "check-subinterp: give PYTHON312=/path/to/python3.12"; exit 2; }
+	sh $(srcdir)/tests/python/run-subinterp.sh $(PYTHON312)
+.PHONY: check-subinterp
 
 # Hypothesis keeps its example database in the build tree, not in the
 # directory the tests run from.

@@ -4,16 +4,18 @@ Every case checks the values and that the consumer's data pointer is the
 producer's (no copy).  Where a consumer refuses a layout, the test asserts
 the refusal it makes, so a change in the consumer shows up here.
 """
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 
 import caibridge
-from conftest import DTYPES, HostProducer, consumer, data_pointer, filled
-
-torch, needs_torch = consumer("torch")
-jax, needs_jax = consumer("jax", "dlpack")
-if jax is not None:
-    jax.config.update("jax_enable_x64", True)  # int64, float64, complex128
+from conftest import (DTYPES, DLManagedTensorVersioned, HostProducer,
+                      PyCapsule_GetPointer, data_pointer, filled)
 
 
 def layouts(dtype):
@@ -38,15 +40,19 @@ LAYOUTS = list(layouts("int8"))
 JAX_NON_COMPACT = {"sliced", "negative", "broadcast"}
 
 
-def torch_view(array, producer):
+def torch_view(torch, producer):
     return torch.from_dlpack(caibridge.as_dlpack(producer))
 
 
-def numpy_view(array, producer):
-    return np.from_dlpack(caibridge.as_dlpack(producer))
+def element_strides(view):
+    """The strides of the DLTensor in a versioned capsule of view."""
+    capsule = view.__dlpack__(max_version=(1, 3))
+    tensor = DLManagedTensorVersioned.from_address(
+        PyCapsule_GetPointer(capsule, b"dltensor_versioned")).dl_tensor
+    return [tensor.strides[i] for i in range(tensor.ndim)]
 
 
-def jax_view(array, producer):
+def jax_view(jax, array, producer):
     # JAX asks only for legacy capsules; broadcast_to arrays are read-only.
     view = caibridge.as_dlpack(producer,
                                allow_readonly_legacy=array is not None
@@ -55,21 +61,15 @@ def jax_view(array, producer):
 
 
 def pointer_of(result):
-    if torch is not None and isinstance(result, torch.Tensor):
-        return result.data_ptr()
     if isinstance(result, np.ndarray):
         return data_pointer(result)
-    return result.unsafe_buffer_pointer()
-
-
-def as_numpy(result):
-    if torch is not None and isinstance(result, torch.Tensor):
-        return result.numpy()
-    return np.asarray(result)
+    if hasattr(result, "data_ptr"):  # torch
+        return result.data_ptr()
+    return result.unsafe_buffer_pointer()  # JAX
 
 
 def check_view(result, array):
-    got = as_numpy(result)
+    got = np.asarray(result)
     assert got.shape == array.shape
     assert got.dtype == array.dtype
     np.testing.assert_array_equal(got, array)
@@ -81,45 +81,111 @@ def check_view(result, array):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_numpy_consumer(dtype, layout):
     array = layouts(dtype)[layout]
-    result = numpy_view(array, HostProducer(array))
-    check_view(result, array)
-    assert result.strides == array.strides or array.size == 0
+    view = caibridge.as_dlpack(HostProducer(array))
+    check_view(np.from_dlpack(view), array)
+    assert np.from_dlpack(view).strides == array.strides or array.size == 0
+    # The element strides themselves: a wrong one can wrap around 2**64 back
+    # to the right byte stride once a consumer multiplies by the item size.
+    if array.size > 0:
+        assert element_strides(view) == [s // array.itemsize
+                                          for s in array.strides]
 
 
-@needs_torch
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_torch_consumer(dtype, layout):
+def test_torch_consumer(dtype, layout, torch, request):
     if layout == "negative":
-        pytest.skip("torch has no negative strides: torch.from_dlpack aborts "
-                    "the process (c10::Error in computeStorageNbytes)")
+        torch_aborts_on_negative_strides(
+            request.getfixturevalue("torch_on_negative_strides"), dtype)
+        return
     array = layouts(dtype)[layout]
-    result = torch_view(array, HostProducer(array))
+    result = torch_view(torch, HostProducer(array))
     check_view(result, array)
     if array.size > 0:
         itemsize = array.dtype.itemsize
         assert result.stride() == tuple(s // itemsize for s in array.strides)
 
 
-@needs_jax
+NEGATIVE_INTO_TORCH = textwrap.dedent("""
+    import os
+    import sys
+    import numpy as np
+    import torch
+    import caibridge
+
+    sys.path.insert(0, sys.argv[1])
+    from conftest import DTYPES, filled
+
+    for dtype in DTYPES:
+        array = filled((4, 5), dtype)[::-1, ::-2]
+        view = caibridge.as_dlpack(array)
+        mine = np.from_dlpack(view)  # caibridge's capsule, read by NumPy
+        ours = mine.tolist() == array.tolist() and \\
+            mine.strides == array.strides
+        for source in (view, array):  # caibridge's, NumPy's own __dlpack__
+            pid = os.fork()
+            if pid == 0:
+                torch.from_dlpack(source)
+                os._exit(0)
+            _, status = os.waitpid(pid, 0)
+            end = (f"signal-{os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
+                   else f"exit-{os.WEXITSTATUS(status)}")
+            print(dtype, type(source).__name__, int(ours), end, flush=True)
+""")
+
+
+@pytest.fixture(scope="module")
+def torch_on_negative_strides(torch):
+    """What torch.from_dlpack does with negative strides, per dtype, each
+    in a forked child (it aborts the process on them)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = subprocess.run([sys.executable, "-c", NEGATIVE_INTO_TORCH, here],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    seen = {}
+    for line in out.stdout.splitlines():
+        dtype, source, ours, end = line.split()
+        seen[dtype, source] = (ours == "1", end)
+    return seen, out.stderr
+
+
+def torch_aborts_on_negative_strides(seen, dtype):
+    """torch.from_dlpack aborts (an uncaught c10::Error) on negative strides,
+    from caibridge as from NumPy's own __dlpack__, while caibridge's capsule
+    reads right in NumPy.  If torch learns negative strides, this fails and
+    the case can run in-process."""
+    seen, stderr = seen
+    # Under AddressSanitizer (libasan preloaded), the C++ throw itself ends
+    # the child: ASan's __cxa_throw interceptor finds no real one to call.
+    asan = "libasan" in os.environ.get("LD_PRELOAD", "")
+    for source in ("DLPackView", "ndarray"):
+        ours, end = seen[dtype, source]
+        assert ours, f"{dtype}: caibridge's capsule read wrong in NumPy"
+        if asan and end == "exit-1":
+            assert "__cxa_throw" in stderr, stderr[-2000:]
+            continue
+        assert end == f"signal-{int(signal.SIGABRT)}", \
+            f"{dtype}, {source}: torch ended with {end}\n{stderr[-2000:]}"
+        assert "c10::Error" in stderr
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_jax_consumer(dtype, layout):
+def test_jax_consumer(dtype, layout, jax):
     array = layouts(dtype)[layout]
     producer = HostProducer(array)
     if layout in JAX_NON_COMPACT and array.size > 0:
         with pytest.raises(Exception, match="striding"):
-            jax_view(array, producer)
+            jax_view(jax, array, producer)
         return
-    check_view(jax_view(array, producer), array)
+    check_view(jax_view(jax, array, producer), array)
 
 
-@needs_jax
-def test_jax_copies_unaligned_data():
+def test_jax_copies_unaligned_data(jax):
     # XLA's CPU client needs 64-byte aligned buffers and copies the others;
     # the values still arrive intact.
     array = filled((9,), "float32")[1:]
-    result = jax_view(array, HostProducer(array))
+    result = jax_view(jax, array, HostProducer(array))
     np.testing.assert_array_equal(np.asarray(result), array)
     assert pointer_of(result) != data_pointer(array)
 
@@ -151,14 +217,12 @@ def test_readonly_versioned_flag_in_capsule():
     assert not flags & 2, "IS_COPIED is not set"
 
 
-@needs_torch
-def test_readonly_torch_takes_versioned():
+def test_readonly_torch_takes_versioned(torch):
     array = readonly()
-    check_view(torch_view(array, HostProducer(array)), array)
+    check_view(torch_view(torch, HostProducer(array)), array)
 
 
-@needs_jax
-def test_readonly_jax_needs_opt_in():
+def test_readonly_jax_needs_opt_in(jax):
     array = readonly()
     with pytest.raises(BufferError, match="allow_readonly_legacy=True"):
         jax.dlpack.from_dlpack(caibridge.as_dlpack(HostProducer(array)))
@@ -176,17 +240,15 @@ def test_readonly_legacy_capsule_refused():
                                allow_readonly_legacy=True) is not None
 
 
-@needs_torch
-def test_numpy_array_itself_is_a_producer():
+def test_numpy_array_itself_is_a_producer(torch):
     array = filled((4, 4), "float64")
     result = torch.from_dlpack(caibridge.as_dlpack(array))
     assert result.data_ptr() == data_pointer(array)
 
 
-@needs_torch
-def test_consumer_writes_are_visible_to_producer():
+def test_consumer_writes_are_visible_to_producer(torch):
     array = filled((3,), "int32")
-    result = torch_view(array, HostProducer(array))
+    result = torch_view(torch, HostProducer(array))
     result[1] = 77
     assert array[1] == 77
 

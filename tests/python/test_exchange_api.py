@@ -10,8 +10,8 @@ import pytest
 
 import caibridge
 from conftest import (DLManagedTensorVersioned, DLTensor, FakeTensor,
-                      HostProducer, collect, consumer, data_pointer, dtype_of,
-                      filled)
+                      HostProducer, PyCapsule_New, collect, data_pointer,
+                      dtype_of, filled)
 
 P = ctypes.POINTER
 
@@ -197,13 +197,97 @@ def test_current_work_stream_is_default():
     assert stream.value is None
 
 
+# ---- A foreign producer's table, read by from_dlpack ---------------------
+
+FOREIGN_FROM_PY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.py_object,
+                                   P(P(DLManagedTensorVersioned)))
+FOREIGN_WORK_STREAM = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int32,
+                                       ctypes.c_int32, P(ctypes.c_void_p))
+EXCHANGE_API_NAME = b"dlpack_exchange_api"  # outlives the capsules
+
+
+class ForeignTable:
+    """A producer type's DLPack exchange table made with ctypes: it hands
+    out FakeTensors on device, and its current_work_stream answers what the
+    test sets (work; fails with -1 when fail is set), recording each call."""
+
+    def __init__(self, device):
+        self.device, self.work, self.fail = device, None, False
+        self.tensors, self.asked = [], []
+        self._from_py = FOREIGN_FROM_PY(self.from_py)
+        self._work_stream = FOREIGN_WORK_STREAM(self.work_stream)
+        self.api = ExchangeAPI(
+            header=Header(1, 3, None),
+            from_py=ctypes.cast(self._from_py, ctypes.c_void_p).value,
+            work_stream=ctypes.cast(self._work_stream, ctypes.c_void_p).value)
+        capsule = PyCapsule_New(ctypes.addressof(self.api), EXCHANGE_API_NAME,
+                                None)
+        self.producer_type = type("ForeignArray", (), {
+            "__dlpack_c_exchange_api__": capsule,
+            "__init__": lambda obj, array: setattr(obj, "array", array)})
+
+    def from_py(self, obj, out):
+        fake = FakeTensor(obj.array, device=self.device)
+        self.tensors.append(fake)
+        out[0] = ctypes.cast(ctypes.addressof(fake.struct),
+                             P(DLManagedTensorVersioned))
+        return 0
+
+    def work_stream(self, device_type, device_id, out):
+        self.asked.append((device_type, device_id))
+        out[0] = self.work
+        return -1 if self.fail else 0
+
+
+@pytest.mark.parametrize("work, reported", [
+    (None, 1),  # NULL is the legacy default stream, not the per-thread one
+    (0x5000, 0x5000),
+], ids=["default", "a-stream"])
+def test_foreign_table_current_work_stream_reported(work, reported):
+    foreign = ForeignTable(device=(2, 3))
+    foreign.work = work
+    array = filled((2, 3), "float32")
+    view = caibridge.from_dlpack(foreign.producer_type(array))
+    assert foreign.asked == [(2, 3)], "asked for the tensor's device"
+    cai = view.__cuda_array_interface__
+    assert cai["stream"] == reported
+    assert cai["data"] == (data_pointer(array), False)
+    assert cai["shape"] == (2, 3)
+    assert foreign.tensors[0].calls == 0
+    del view
+    collect()
+    assert foreign.tensors[0].calls == 1, "the view ran the deleter once"
+
+
+def test_foreign_table_no_work_stream_when_not_needed():
+    foreign = ForeignTable(device=(2, 0))
+    view = caibridge.from_dlpack(foreign.producer_type(filled((2,), "int8")),
+                                 stream=-1)
+    assert view.__cuda_array_interface__["stream"] is None
+    host = ForeignTable(device=(1, 0))
+    array = filled((2,), "int8")
+    view = caibridge.from_dlpack(host.producer_type(array))
+    assert view.__array_interface__["data"][0] == data_pointer(array)
+    assert foreign.asked == [] and host.asked == []
+
+
+def test_foreign_table_work_stream_failure():
+    foreign = ForeignTable(device=(2, 0))
+    foreign.fail = True
+    with pytest.raises(BufferError, match="current_work_stream failed"):
+        caibridge.from_dlpack(foreign.producer_type(filled((2,), "int8")))
+    assert foreign.tensors[0].calls == 1, "the tensor taken was released"
+
+
 # ---- A real consumer of the table ---------------------------------------
 
-tvm_ffi, needs_tvm_ffi = consumer("tvm_ffi")
+@pytest.fixture
+def tvm_ffi():
+    # Skips only the tests that need it: the ctypes tests above still run.
+    return pytest.importorskip("tvm_ffi")
 
 
-@needs_tvm_ffi
-def test_tvm_ffi_consumes_through_the_table():
+def test_tvm_ffi_consumes_through_the_table(tvm_ffi):
     # tvm-ffi tries the type's table first and falls back to a legacy
     # __dlpack__() only on BufferError.  Read-only data cannot go as a
     # legacy capsule, so success proves the table was used.
@@ -228,8 +312,7 @@ def test_tvm_ffi_consumes_through_the_table():
     assert alive() is None, "tvm-ffi ran the deleter"
 
 
-@needs_tvm_ffi
-def test_tvm_ffi_strided():
+def test_tvm_ffi_strided(tvm_ffi):
     array = filled((6, 4), "int32")[::2, ::-1]
     tensor = tvm_ffi.from_dlpack(caibridge.as_dlpack(HostProducer(array)))
     assert tensor.data_ptr() == data_pointer(array)

@@ -1,5 +1,6 @@
 """from_dlpack: DLPack producers and capsules to array interfaces, and the
 CUDA round trip with the device given (no GPU needed)."""
+import sys
 import weakref
 
 import numpy as np
@@ -8,10 +9,8 @@ import pytest
 import caibridge
 from caibridge import _core
 from conftest import (CAIProducer, FakeTensor, HostProducer, PyCapsule_GetName,
-                      cai_of, collect, consumer, data_pointer, filled)
+                      PyCapsule_New, cai_of, collect, data_pointer, filled)
 
-torch, needs_torch = consumer("torch")
-jax, needs_jax = consumer("jax", "numpy")
 
 
 class CountingProducer:
@@ -82,13 +81,15 @@ def test_from_numpy_deleter_runs_once():
     assert alive() is None, "the deleter ran and released the array"
 
 
-def test_interface_dict_is_cached():
+def test_interface_dict_is_fresh_on_each_read():
+    # As ndarray.__array_interface__: a consumer may edit the dict it got.
     view = caibridge.from_dlpack(filled((2,), "uint8"))
-    assert view.__array_interface__ is view.__array_interface__
+    first = view.__array_interface__
+    assert first is not view.__array_interface__
+    assert first == view.__array_interface__
 
 
-@needs_torch
-def test_from_torch_uses_torch_exchange_table():
+def test_from_torch_uses_torch_exchange_table(torch):
     source = torch.arange(12, dtype=torch.float32).reshape(3, 4)
     before = _core._foreign_table_imports()
     view = caibridge.from_dlpack(source)
@@ -103,20 +104,19 @@ def test_from_torch_uses_torch_exchange_table():
     assert result.sum() == sum(range(12)) - 0 - 1
 
 
-@needs_torch
-def test_torch_table_is_used_instead_of_python_protocol():
-    # A subclass inherits torch.Tensor's table; its __dlpack__ would fail.
-    class NoPythonDLPack(torch.Tensor):
-        def __dlpack__(self, *args, **kwargs):
-            raise AssertionError("__dlpack__ should not be called")
+def test_torch_table_is_used_instead_of_python_protocol(torch, monkeypatch):
+    # torch.Tensor's own table serves a plain tensor: its __dlpack__ is not
+    # called.  (A subclass, which may override __dlpack__, is served by its
+    # __dlpack__: test_interface_semantics.py.)
+    def refuse(*args, **kwargs):
+        raise AssertionError("__dlpack__ should not be called")
 
-    source = torch.arange(5.0).as_subclass(NoPythonDLPack)
-    view = caibridge.from_dlpack(source)
+    monkeypatch.setattr(torch.Tensor, "__dlpack__", refuse)
+    view = caibridge.from_dlpack(torch.arange(5.0))
     assert np.asarray(view).tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
 
 
-@needs_torch
-def test_from_torch_strided():
+def test_from_torch_strided(torch):
     source = torch.arange(24, dtype=torch.int64).reshape(4, 6)[:, 1::2].t()
     view = caibridge.from_dlpack(source)
     result = np.asarray(view)
@@ -125,8 +125,7 @@ def test_from_torch_strided():
         s * 8 for s in source.stride())
 
 
-@needs_jax
-def test_from_jax_shares_memory():
+def test_from_jax_shares_memory(jax):
     source = jax.numpy.arange(10.0, dtype=jax.numpy.float32) * 3
     view = caibridge.from_dlpack(source)
     result = np.asarray(view)
@@ -203,10 +202,8 @@ def test_readonly_flag_honoured():
 def test_not_a_producer():
     with pytest.raises(TypeError, match="DLPack producer"):
         caibridge.from_dlpack(object())
-    import ctypes
-    other = ctypes.pythonapi.PyCapsule_New
     with pytest.raises(TypeError, match="not a DLPack tensor"):
-        caibridge.from_dlpack(other(1, b"something_else", None))
+        caibridge.from_dlpack(PyCapsule_New(1, b"something_else", None))
 
 
 # ---- The CUDA side, with the device given explicitly --------------------
@@ -252,23 +249,58 @@ def test_cuda_round_trip_describes_same_memory(make, device):
     assert back.__dlpack_device__() == device
 
 
-@pytest.mark.parametrize("stream, expected", [
-    (None, 1), (-1, None), (1, 1), (2, 2), (0x7F00DEADBEEF, 0x7F00DEADBEEF)])
-def test_cuda_round_trip_stream(stream, expected):
-    back, _ = cuda_round_trip(filled((4,), "float32"), stream=stream)
-    assert back.__cuda_array_interface__["stream"] == expected
+class RecordingCUDAProducer:
+    """A DLPack producer of CUDA memory (the device given, no GPU touched)
+    that records the stream each __dlpack__ call asks for."""
+
+    def __init__(self, array):
+        self.view = caibridge.as_dlpack(CAIProducer(cai_of(array), keep=array),
+                                        device=(2, 0))
+        self.streams = []
+
+    def __dlpack_device__(self):
+        return self.view.__dlpack_device__()
+
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None,
+                   copy=None):
+        self.streams.append(stream)
+        return self.view.__dlpack__(stream=stream, max_version=max_version)
+
+
+class Stream:
+    def __cuda_stream__(self):
+        return (0, 1234)
+
+
+@pytest.mark.parametrize("stream, asked, reported", [
+    (None, 1, 1),  # the legacy default stream, as the DLPack spec says
+    (-1, -1, None),
+    (1, 1, 1),
+    (2, 2, 2),
+    (0x7F00DEADBEEF, 0x7F00DEADBEEF, 0x7F00DEADBEEF),
+    (Stream(), 1234, 1234),
+], ids=["None", "-1", "legacy", "per-thread", "handle", "__cuda_stream__"])
+def test_cuda_producer_asked_for_the_consumer_stream(stream, asked, reported):
+    producer = RecordingCUDAProducer(filled((4,), "float32"))
+    kwargs = {} if stream is None else {"stream": stream}
+    back = caibridge.from_dlpack(producer, **kwargs)
+    assert producer.streams == [asked], "the stream handed to __dlpack__"
+    assert back.__cuda_array_interface__["stream"] == reported
+
+
+def test_host_producer_asked_for_no_stream():
+    producer = CountingProducer(filled((3,), "float32"))
+    caibridge.from_dlpack(producer, stream=5)
+    assert [r["stream"] for r in producer.requests] == [None], \
+        "host memory takes no stream"
 
 
 def test_cuda_stream_object():
-    class Stream:
-        def __cuda_stream__(self):
-            return (0, 1234)
-
-    back, _ = cuda_round_trip(filled((4,), "float32"), stream=Stream())
-    assert back.__cuda_array_interface__["stream"] == 1234
     view = caibridge.as_dlpack(
         CAIProducer(cai_of(filled((2,), "int8"))), device=(2, 0))
     assert "dltensor" in repr(view.__dlpack__(stream=Stream()))
+    with pytest.raises(TypeError, match="stream"):
+        view.__dlpack__(stream=object())
 
 
 def test_cuda_stream_zero_refused():
@@ -302,3 +334,64 @@ def test_cuda_capsule_stream_reported():
     assert back.__cuda_array_interface__["stream"] == 5
     back = caibridge.from_dlpack(view.__dlpack__(stream=-1))
     assert back.__cuda_array_interface__["stream"] is None
+
+
+# ---- hostile DLPack producers
+
+
+class Boom(RuntimeError):
+    pass
+
+
+class FakeProducer:
+    def __init__(self, capsule=None, device=(1, 0), raises=None):
+        self.capsule, self.device, self.raises = capsule, device, raises
+
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None,
+                   copy=None):
+        if self.raises is not None:
+            raise self.raises("nope")
+        return self.capsule
+
+    def __dlpack_device__(self):
+        return self.device
+
+
+def fresh_capsule():
+    return caibridge.to_dlpack(HostProducer(filled((4, 4), "float32")),
+                               max_version=(1, 3))
+
+
+@pytest.mark.parametrize("case,expected,needle", [
+    ("not a capsule", TypeError, "capsule"),
+    ("foreign capsule", TypeError, "capsule"),
+    ("used capsule", ValueError, "already"),
+    ("device not a tuple", TypeError, "__dlpack_device__"),
+    ("device type 0", ValueError, "device_type"),
+    ("device id negative", ValueError, "device_id"),
+    ("__dlpack__ raises", Boom, "nope"),
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_hostile_dlpack_producer(case, expected, needle):
+    if case == "not a capsule":
+        p = FakeProducer(capsule=[1, 2])
+    elif case == "foreign capsule":
+        p = FakeProducer(capsule=PyCapsule_New(id(fresh_capsule),
+                                               b"something_else", None))
+    elif case == "used capsule":
+        c = fresh_capsule()
+        caibridge.from_dlpack(c)
+        p = FakeProducer(capsule=c)
+    elif case == "device not a tuple":
+        p = FakeProducer(capsule=fresh_capsule(), device=[1, 0])
+    elif case == "device type 0":
+        p = FakeProducer(capsule=fresh_capsule(), device=(0, 0))
+    elif case == "device id negative":
+        p = FakeProducer(capsule=fresh_capsule(), device=(1, -1))
+    else:
+        p = FakeProducer(raises=Boom)
+    before = sys.getrefcount(p)
+    with pytest.raises(expected) as info:
+        caibridge.from_dlpack(p)
+    assert needle.lower() in str(info.value).lower()
+    del info
+    assert sys.getrefcount(p) == before

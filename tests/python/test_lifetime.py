@@ -1,26 +1,16 @@
 """Lifetime: every capsule keeps the producer alive until its deleter runs,
-exactly once, whoever runs it and on whatever thread."""
+exactly once, whoever runs it and on whatever thread (many threads at once,
+and the interpreter's exit, are in test_threads.py)."""
 import ctypes
-import subprocess
 import sys
-import threading
 import weakref
 
 import numpy as np
 import pytest
 
 import caibridge
-from conftest import HostProducer, collect, consumer, data_pointer, filled
-
-torch, needs_torch = consumer("torch")
-jax, needs_jax = consumer("jax", "dlpack")
-
-PyCapsule_GetPointer = ctypes.pythonapi.PyCapsule_GetPointer
-PyCapsule_GetPointer.restype = ctypes.c_void_p
-PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-PyCapsule_SetName = ctypes.pythonapi.PyCapsule_SetName
-PyCapsule_SetName.restype = ctypes.c_int
-PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
+from conftest import (HostProducer, Worker, collect, data_pointer, filled,
+                      join_native, start_native, take_tensor)
 
 
 def producer_and_ref(shape=(4, 5), dtype="float32"):
@@ -28,20 +18,18 @@ def producer_and_ref(shape=(4, 5), dtype="float32"):
     return producer, weakref.ref(producer)
 
 
-@pytest.mark.parametrize("consumer", [
-    pytest.param("torch", marks=needs_torch), "numpy",
-    pytest.param("jax", marks=needs_jax)])
-def test_consumer_outlives_dropped_producer(consumer):
+@pytest.mark.parametrize("consumer", ["torch", "numpy", "jax"])
+def test_consumer_outlives_dropped_producer(consumer, request):
+    # Each optional consumer skips on its own.
+    module = np if consumer == "numpy" else request.getfixturevalue(consumer)
     producer, alive = producer_and_ref()
     expected = producer.array.copy()
     pointer = data_pointer(producer.array)
     view = caibridge.as_dlpack(producer)
-    if consumer == "torch":
-        result = torch.from_dlpack(view)
-    elif consumer == "numpy":
-        result = np.from_dlpack(view)
+    if consumer == "jax":
+        result = module.dlpack.from_dlpack(view)
     else:
-        result = jax.dlpack.from_dlpack(view)
+        result = module.from_dlpack(view)
     del producer, view
     collect()
     assert alive() is not None, "the consumer keeps the producer alive"
@@ -57,8 +45,7 @@ def test_consumer_outlives_dropped_producer(consumer):
     assert alive() is None, "the producer dies with its last consumer"
 
 
-@needs_torch
-def test_producer_dies_with_last_of_several_consumers():
+def test_producer_dies_with_last_of_several_consumers(torch):
     producer, alive = producer_and_ref()
     view = caibridge.as_dlpack(producer)
     first = torch.from_dlpack(view)
@@ -104,8 +91,7 @@ def test_unconsumed_to_dlpack_capsule_releases_producer(max_version):
     assert alive() is None
 
 
-@needs_torch
-def test_each_dlpack_call_is_independent():
+def test_each_dlpack_call_is_independent(torch):
     producer, alive = producer_and_ref()
     view = caibridge.as_dlpack(producer)
     capsules = [view.__dlpack__(), view.__dlpack__(max_version=(1, 0)),
@@ -123,8 +109,7 @@ def test_each_dlpack_call_is_independent():
     assert alive() is None
 
 
-@needs_torch
-def test_release_is_exact_refcount():
+def test_release_is_exact_refcount(torch):
     # Exactly one release per capsule: the producer's reference count comes
     # back to where it started (a double release would go below it).
     producer = HostProducer(filled((3,), "int64"))
@@ -142,80 +127,37 @@ def test_release_is_exact_refcount():
     assert sys.getrefcount(producer) == before
 
 
-def _take_tensor(capsule, name):
-    pointer = PyCapsule_GetPointer(capsule, name)
-    assert PyCapsule_SetName(capsule, b"used_" + name) == 0
-    return pointer
-
-
-def _call_deleter_without_gil(pointer, versioned):
-    # The deleter field: after dl_tensor (48 bytes) and manager_ctx in the
-    # legacy struct; after version and manager_ctx in the versioned one.
-    offset = 16 if versioned else 56
-    address = ctypes.c_void_p.from_address(pointer + offset).value
+def _call_deleter_gil_released(deleter, tensor):
     # CFUNCTYPE calls release the GIL, as a deleter on a foreign thread sees.
-    deleter = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
-    deleter(pointer)
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(deleter)(tensor)
 
 
-@pytest.mark.parametrize("versioned", [False, True])
-def test_deleter_takes_the_gil_itself(versioned):
+@pytest.mark.parametrize("where", ["gil-released", "python-thread",
+                                   "native-thread"])
+@pytest.mark.parametrize("versioned", [False, True],
+                         ids=["legacy", "versioned"])
+def test_deleter_releases_owner_exactly_once(versioned, where):
+    """A consumer's deleter, run by this thread with the GIL released, by
+    another Python thread, or by a native thread with no Python thread
+    state, takes the GIL itself and drops the owner's reference once."""
     producer, alive = producer_and_ref()
+    collect()
+    before = sys.getrefcount(producer)
     capsule = caibridge.to_dlpack(producer,
                                   max_version=(1, 3) if versioned else None)
-    name = b"dltensor_versioned" if versioned else b"dltensor"
-    pointer = _take_tensor(capsule, name)
+    assert sys.getrefcount(producer) == before + 1
+    tensor, deleter = take_tensor(capsule)
+    del capsule  # renamed used: its destructor leaves the tensor alone
+    assert sys.getrefcount(producer) == before + 1
+    if where == "gil-released":
+        _call_deleter_gil_released(deleter, tensor)
+    elif where == "python-thread":
+        worker = Worker(_call_deleter_gil_released, deleter, tensor)
+        worker.start()
+        worker.join()
+    else:
+        join_native(start_native(deleter, tensor))
+    assert sys.getrefcount(producer) == before
     del producer
-    collect()
-    assert alive() is not None
-    _call_deleter_without_gil(pointer, versioned)
     collect()
     assert alive() is None, "the deleter released the producer"
-    del capsule  # renamed: its destructor must not run the deleter again
-
-
-def test_deleter_on_another_thread():
-    producer, alive = producer_and_ref()
-    capsule = caibridge.to_dlpack(producer, max_version=(1, 3))
-    pointer = _take_tensor(capsule, b"dltensor_versioned")
-    del producer
-    worker = threading.Thread(target=_call_deleter_without_gil,
-                              args=(pointer, True))
-    worker.start()
-    worker.join()
-    collect()
-    assert alive() is None
-
-
-@needs_torch
-def test_consumer_freed_on_another_thread():
-    producer, alive = producer_and_ref()
-    box = [torch.from_dlpack(caibridge.as_dlpack(producer))]
-    del producer
-
-    def drop():
-        box.pop()
-    worker = threading.Thread(target=drop)
-    worker.start()
-    worker.join()
-    collect()
-    assert alive() is None
-
-
-@needs_torch
-def test_interpreter_exit_with_live_capsules(tmp_path):
-    # Capsules, views and consumer tensors still alive at exit: the deleters
-    # run during finalization or not at all, and nothing crashes.
-    script = tmp_path / "exit.py"
-    script.write_text(
-        "import numpy as np, torch, caibridge\n"
-        "a = np.arange(6.0)\n"
-        "keep = [caibridge.to_dlpack(a), caibridge.as_dlpack(a),\n"
-        "        torch.from_dlpack(caibridge.as_dlpack(a)),\n"
-        "        caibridge.from_dlpack(torch.arange(3))]\n"
-        "keep.append(keep)\n"
-        "print('done')\n")
-    out = subprocess.run([sys.executable, str(script)], capture_output=True,
-                         text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "done"

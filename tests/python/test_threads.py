@@ -1,13 +1,12 @@
 """Threads and shutdown: hand-overs on many threads, tensors freed on other
 threads than the one that made them, deleters run from native threads that
 have no Python thread state, and tensors still alive when the interpreter
-exits.
+exits.  An exception in any worker thread fails its test.
 
 The native threads are real pthreads started through ctypes with the
 tensor's deleter itself as the start routine, so the deleter runs with no
 Python thread state at all, as it would from a consumer's C++ worker.
 """
-import ctypes
 import gc
 import os
 import queue
@@ -21,9 +20,8 @@ import numpy as np
 import pytest
 
 import caibridge
-from conftest import HostProducer, consumer
-
-torch, needs_torch = consumer("torch")
+from conftest import HostProducer, Worker, join_native, start_native, \
+    take_tensor
 
 THREADS = 8
 PER_THREAD = 3000
@@ -34,68 +32,10 @@ def settle():
         gc.collect()
 
 
-# ---- ctypes access to a capsule's tensor and to pthreads
-
-_api = ctypes.pythonapi
-_api.PyCapsule_GetPointer.restype = ctypes.c_void_p
-_api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_api.PyCapsule_SetName.restype = ctypes.c_int
-_api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_api.PyCapsule_IsValid.restype = ctypes.c_int
-_api.PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
-# Capsule names must outlive the capsule: module-level bytes objects.
-USED_VERSIONED = b"used_dltensor_versioned"
-USED_LEGACY = b"used_dltensor"
-
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.pthread_create.argtypes = [ctypes.POINTER(ctypes.c_ulong),
-                                 ctypes.c_void_p, ctypes.c_void_p,
-                                 ctypes.c_void_p]
-_libc.pthread_create.restype = ctypes.c_int
-_libc.pthread_join.argtypes = [ctypes.c_ulong, ctypes.c_void_p]
-_libc.pthread_join.restype = ctypes.c_int
-
-# DLManagedTensorVersioned: version (8 bytes), manager_ctx, deleter.
-# DLManagedTensor: DLTensor (48 bytes), manager_ctx, deleter.
-DELETER_OFFSET = {True: 16, False: 56}
-
-
-def take_tensor(capsule):
-    """Takes the tensor out of a DLPack capsule as a consumer would (the
-    capsule is renamed used, so only we may delete it); returns (tensor
-    address, deleter address)."""
-    versioned = _api.PyCapsule_IsValid(capsule, b"dltensor_versioned") == 1
-    name = b"dltensor_versioned" if versioned else b"dltensor"
-    tensor = _api.PyCapsule_GetPointer(capsule, name)
-    assert tensor, "not a DLPack capsule"
-    assert _api.PyCapsule_SetName(
-        capsule, USED_VERSIONED if versioned else USED_LEGACY) == 0
-    deleter = ctypes.c_void_p.from_address(tensor +
-                                           DELETER_OFFSET[versioned]).value
-    assert deleter, "the tensor has no deleter"
-    return tensor, deleter
-
-
-def start_native(deleter, tensor):
-    """A pthread whose start routine is the deleter: it runs with no
-    Python thread state.  (void (*)(T *) called as void *(*)(void *): the
-    same registers on every ABI CPython runs on; the result is unused.)"""
-    tid = ctypes.c_ulong()
-    rc = _libc.pthread_create(ctypes.byref(tid), None, deleter, tensor)
-    assert rc == 0, f"pthread_create: {os.strerror(rc)}"
-    return tid.value
-
-
-def join_native(tid):
-    # ctypes releases the GIL for the call, so the deleter can take it.
-    assert _libc.pthread_join(tid, None) == 0
-
-
 # ---- tests
 
 
-@needs_torch
-def test_concurrent_handovers():
+def test_concurrent_handovers(torch):
     """8 threads hand the same producer and their own over and over, into
     torch and NumPy and back; every value is right, and afterwards every
     reference the hand-overs took is gone."""
@@ -127,8 +67,7 @@ def test_concurrent_handovers():
     settle()
     before = sys.getrefcount(shared)
     try:
-        threads = [threading.Thread(target=work, args=(k,))
-                   for k in range(THREADS)]
+        threads = [Worker(work, k) for k in range(THREADS)]
         for t in threads:
             t.start()
         for t in threads:
@@ -140,8 +79,7 @@ def test_concurrent_handovers():
     assert sys.getrefcount(shared) == before
 
 
-@needs_torch
-def test_tensors_freed_on_other_threads():
+def test_tensors_freed_on_other_threads(torch):
     """One thread makes tensors, capsules and views; four others free them.
     The producer dies once the last one is gone."""
     producer = HostProducer(np.arange(6, dtype=np.float64))
@@ -174,8 +112,8 @@ def test_tensors_freed_on_other_threads():
             del item
             freed[k] += 1
 
-    maker = threading.Thread(target=make)
-    freers = [threading.Thread(target=free, args=(k,)) for k in range(4)]
+    maker = Worker(make)
+    freers = [Worker(free, k) for k in range(4)]
     for t in freers + [maker]:
         t.start()
     maker.join()
@@ -187,26 +125,7 @@ def test_tensors_freed_on_other_threads():
     assert dead() is None, "a tensor freed on another thread kept its owner"
 
 
-@pytest.mark.parametrize("versioned", [True, False],
-                         ids=["versioned", "legacy"])
-def test_deleter_on_native_thread(versioned):
-    """A deleter run by a thread with no Python thread state takes the GIL
-    itself and drops the owner's reference exactly once."""
-    producer = HostProducer(np.arange(4, dtype=np.int32))
-    settle()
-    before = sys.getrefcount(producer)
-    capsule = caibridge.to_dlpack(producer,
-                                  max_version=(1, 3) if versioned else None)
-    assert sys.getrefcount(producer) == before + 1
-    tensor, deleter = take_tensor(capsule)
-    del capsule  # renamed used: its destructor leaves the tensor alone
-    assert sys.getrefcount(producer) == before + 1
-    join_native(start_native(deleter, tensor))
-    assert sys.getrefcount(producer) == before
-
-
-@needs_torch
-def test_many_deleters_on_native_threads_while_python_runs():
+def test_many_deleters_on_native_threads_while_python_runs(torch):
     """Deleters on 8 native threads at once, while Python threads keep the
     GIL busy with hand-overs of the same producer."""
     producer = HostProducer(np.arange(8, dtype=np.float32))
@@ -220,7 +139,7 @@ def test_many_deleters_on_native_threads_while_python_runs():
         while not stop.is_set():
             torch.from_dlpack(caibridge.as_dlpack(producer))
 
-    busy_threads = [threading.Thread(target=busy) for _ in range(2)]
+    busy_threads = [Worker(busy) for _ in range(2)]
     for t in busy_threads:
         t.start()
     try:
@@ -243,8 +162,7 @@ EXIT_SCRIPT = textwrap.dedent("""
     import caibridge
 
     sys.path.insert(0, sys.argv[1])
-    from conftest import HostProducer
-    from test_threads import take_tensor, start_native
+    from conftest import HostProducer, take_tensor, start_native
 
     producer = HostProducer(np.arange(12, dtype=np.float32))
     # Left alive at exit, each kind of owner.
@@ -253,6 +171,7 @@ EXIT_SCRIPT = textwrap.dedent("""
             caibridge.to_dlpack(producer),
             caibridge.as_dlpack(producer),
             caibridge.from_dlpack(caibridge.as_dlpack(producer)),
+            caibridge.from_dlpack(torch.arange(3)),
             np.from_dlpack(caibridge.as_dlpack(producer))]
     cycle = [producer, kept]
     cycle.append(cycle)
@@ -283,9 +202,8 @@ EXIT_SCRIPT = textwrap.dedent("""
 """)
 
 
-@needs_torch
 @pytest.mark.parametrize("run", range(3))
-def test_tensors_alive_at_exit(run):
+def test_tensors_alive_at_exit(run, torch):
     """Tensors alive at exit, a daemon thread mid-hand-over, and native
     deleters racing finalization: the process exits 0 without a fatal
     error."""
@@ -306,8 +224,7 @@ AFTER_FINALIZE_SCRIPT = textwrap.dedent("""
     import caibridge
 
     sys.path.insert(0, sys.argv[1])
-    from conftest import HostProducer
-    from test_threads import take_tensor
+    from conftest import HostProducer, take_tensor
 
     # exit() runs __cxa_atexit handlers, last registered first, after
     # Py_FinalizeEx has returned: the interpreter is gone by then.

@@ -1,5 +1,8 @@
-"""Hostile input: malformed CAI and array-interface dicts, hostile producers.
+"""Reading a producer's interface: __cuda_array_interface__ and
+__array_interface__ dicts into a descriptor, malformed and hostile ones
+included.
 
+A table of malformed entries names the exact message of each rule, and
 Hypothesis builds a valid descriptor, breaks it in one way, and hands it to
 as_dlpack and to_dlpack through both interfaces.  Each break has its
 documented exception: TypeError for a wrong type, ValueError for a value
@@ -11,6 +14,7 @@ so that a crash fails one test instead of ending the run.
 """
 import gc
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -21,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import caibridge
-from conftest import CAIProducer
+from conftest import CAIProducer, HostProducer, cai_of, filled
 
 # Modest and reproducible: the file runs in seconds, the same way each time.
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True,
@@ -63,9 +67,10 @@ def producer_for(iface, cuda):
     return CAIProducer(iface) if cuda else DictHost(iface)
 
 
-def expect_refusal(call, producer, expected, needle):
+def expect_refusal(call, producer, expected, needle, pattern=None):
     """call(producer) raises expected (exactly that family, never a CUDA
-    failure) with a message containing needle; nothing keeps a reference."""
+    failure) with a message containing needle (and matching the regular
+    expression pattern, if given); nothing keeps a reference."""
     watched = [producer, producer.iface] + [
         v for v in producer.iface.values() if isinstance(v, tuple) and v]
     # A collection in the middle would drop references the call never had.
@@ -89,6 +94,9 @@ def expect_refusal(call, producer, expected, needle):
     assert message.strip(), f"{kind.__name__} with an empty message"
     assert needle.lower() in message.lower(), \
         f"message {message!r} does not name {needle!r}"
+    if pattern is not None:
+        assert re.search(pattern, message), \
+            f"message {message!r} does not match {pattern!r}"
     assert after == before, f"reference counts {before} became {after}"
 
 
@@ -107,7 +115,10 @@ def missing_key(draw):
     key = draw(st.sampled_from(KEYS))
     d = valid_iface()
     del d[key]
-    return d, ValueError, key, False
+    # An __array_interface__ without data means the object's own buffer
+    # (NumPy's reading); a dict holder has none.
+    return d, ValueError if key != "data" else (ValueError, TypeError), \
+        key, False
 
 
 @st.composite
@@ -162,7 +173,8 @@ def bad_strides(draw):
     if how == "not a multiple":
         d["strides"] = (draw(st.integers(-1000, 1000).filter(
             lambda s: s % 4 != 0)), 4)
-        return d, ValueError, "strides", False
+        # NumPy reads it; DLPack cannot hold it (as NumPy's own export).
+        return d, BufferError, "strides", False
     if how == "extent":
         d["strides"] = (draw(st.integers(2**62, 2**63 - 1)) // 4 * 4, 4)
         return d, ValueError, "strides", False
@@ -174,13 +186,15 @@ BAD_TYPESTRS = [
     # (typestr, exception): malformed -> ValueError, inexpressible ->
     # BufferError (well-formed, but DLPack has no such type).
     ("", ValueError), ("<", ValueError), ("<f", ValueError),
-    ("<f44444", ValueError), ("f4", ValueError), ("<f0", ValueError),
+    ("<f44444", ValueError), ("<f0", ValueError),
     ("<fx", ValueError), ("?f4", ValueError), ("<z4", ValueError),
     ("<f-4", ValueError), ("<f\x004", ValueError), ("<f\u00e94", ValueError),
     (">f4", BufferError), ("<V8", BufferError), ("|O8", BufferError),
     ("<U4", BufferError), ("|S1", BufferError), ("<M8", BufferError),
-    ("<f3", BufferError), ("<i3", BufferError), ("|b2", BufferError),
-    ("<c4", BufferError), ("<f16", BufferError),
+    ("<f16", BufferError),
+    # Not NumPy types at all: malformed.
+    ("<f3", ValueError), ("<i3", ValueError), ("|b2", ValueError),
+    ("<c4", ValueError),
 ]
 
 
@@ -198,12 +212,15 @@ def bad_typestr(draw):
 
 
 def _valid_typestr(s):
+    """A typestr of a DLPack type as NumPy reads it: byte order optional,
+    the size spelled out."""
     try:
         dt = np.dtype(s)
     except (TypeError, ValueError, SyntaxError):
         return False
-    return dt.kind in "biufc" and dt.str in (s, s.replace("=", "<"),
-                                            s.replace("|", "<"))
+    m = re.fullmatch(r"[<>|=]?([biufc])([0-9]+)", s)
+    return (m is not None and dt.kind == m.group(1) and
+            dt.itemsize == int(m.group(2)))
 
 
 @st.composite
@@ -297,6 +314,141 @@ def test_broken_descriptor_is_refused(kind, cuda):
     run()
 
 
+# ---- one malformed entry at a time, with the exact message of its rule
+
+GOOD = {"shape": (4, 3), "typestr": "<f4", "data": (4096, False),
+        "version": 3}
+MISSING = object()
+
+
+def with_entry(key, value):
+    iface = dict(GOOD)
+    if value is MISSING:
+        del iface[key]
+    else:
+        iface[key] = value
+    return iface
+
+
+CASES = [
+    # (key, value, exception, pattern naming the field)
+    ("shape", MISSING, ValueError, "'shape'"),
+    ("shape", [4, 3], TypeError, "shape must be a tuple"),
+    ("shape", (4, "3"), TypeError, r"shape\[1\] must be an int"),
+    ("shape", (4.0, 3), TypeError, r"shape\[0\] must be an int"),
+    ("shape", (True, 3), TypeError, r"shape\[0\] must be an int"),
+    ("shape", (-1, 3), ValueError, r"shape\[0\]"),
+    ("shape", (2**70, 3), ValueError, r"shape\[0\] does not fit"),
+    ("shape", (1,) * 65, ValueError, "at most 64"),
+    ("shape", (2**40, 2**40), ValueError, "shape"),
+    ("typestr", MISSING, ValueError, "'typestr'"),
+    ("typestr", 4, TypeError, "typestr must be a str"),
+    ("typestr", "<f", ValueError, "typestr"),
+    ("typestr", "f4x", ValueError, "typestr"),
+    ("typestr", "<f3", ValueError, "typestr"),  # no such NumPy type
+    ("typestr", ">f4" if sys.byteorder == "little" else "<f4", BufferError,
+     "native byte order"),
+    ("typestr", "<V8", BufferError, "typestr"),
+    ("typestr", "<M8", BufferError, "typestr"),
+    ("typestr", "|O8", BufferError, "typestr"),
+    ("data", MISSING, ValueError, "'data'"),
+    ("data", [4096, False], TypeError, "data must be a"),
+    ("data", (4096,), ValueError, "data must be a"),
+    ("data", ("4096", False), TypeError, r"data\[0\]"),
+    ("data", (-8, False), ValueError, r"data\[0\]"),
+    ("data", (2**64, False), ValueError, r"data\[0\]"),
+    ("data", (4096, "no"), TypeError, r"data\[1\]"),
+    ("data", (0, False), ValueError, "data"),
+    ("version", MISSING, ValueError, "'version'"),
+    ("version", 4, ValueError, "version"),
+    ("version", -1, ValueError, "version"),
+    ("version", "3", TypeError, "version must be an int"),
+    ("strides", (12,), ValueError, "strides has 1 entries"),
+    ("strides", (12, "4"), TypeError, r"strides\[1\]"),
+    ("strides", [12, 4], TypeError, "strides must be a tuple"),
+    # NumPy reads it; DLPack counts strides in elements (BufferError, as
+    # NumPy's own export).
+    ("strides", (12, 3), BufferError, r"strides\[1\]"),
+    ("strides", (2**62, 4), ValueError, "strides"),
+    ("mask", CAIProducer(GOOD), BufferError, "mask"),
+    ("stream", 0, ValueError, "stream"),
+    ("stream", -1, ValueError, "stream"),
+    ("stream", "1", TypeError, "stream must be an int"),
+]
+
+
+@pytest.mark.parametrize("key, value, error, pattern", CASES,
+                         ids=[f"{c[0]}={c[1]!r:.30}" for c in CASES])
+def test_malformed_cai(key, value, error, pattern):
+    for _, call in calls(True):
+        expect_refusal(call, CAIProducer(with_entry(key, value)), error, "",
+                       pattern)
+
+
+def test_well_formed_entries_accepted():
+    # descr is ignored; mask/stream/strides None mean "absent".
+    iface = dict(GOOD, descr=[("", "<f4")], mask=None, stream=None,
+                 strides=None)
+    view = caibridge.as_dlpack(CAIProducer(iface), device=(2, 0))
+    assert view.__dlpack_device__() == (2, 0)
+    for version in (0, 1, 2, 3):
+        caibridge.as_dlpack(CAIProducer(dict(GOOD, version=version)),
+                            device=(2, 0))
+    zero = dict(GOOD, shape=(0, 3), data=(0, False))
+    caibridge.as_dlpack(CAIProducer(zero), device=(2, 0))
+
+
+def test_host_offset():
+    # The offset applies to a buffer (NumPy ignores it for a pointer).
+    array = filled((8,), "int32")
+    view = caibridge.as_dlpack(HostProducer(array, data=array, shape=(6,),
+                                            offset=8))
+    assert np.from_dlpack(view).tolist() == array[2:].tolist()
+    with pytest.raises(ValueError, match="offset"):
+        caibridge.as_dlpack(HostProducer(array, data=array, offset=-4))
+    with pytest.raises(TypeError, match="offset must be an int"):
+        caibridge.as_dlpack(HostProducer(array, data=array, offset="4"))
+    view = caibridge.as_dlpack(HostProducer(array, offset=8))
+    assert np.from_dlpack(view).tolist() == array.tolist()
+
+
+@pytest.mark.parametrize("flag, readonly", [
+    (False, False), (True, True), (0, False), (1, True), (2, True)])
+@pytest.mark.parametrize("cuda", [True, False], ids=["CAI", "array-iface"])
+def test_readonly_flag_of_data(cuda, flag, readonly):
+    """data[1] is read as a truth value: an int 1 is read-only like True."""
+    iface = dict(valid_iface(), data=(POINTER, flag))
+    view = caibridge.as_dlpack(producer_for(iface, cuda),
+                               device=CUDA_DEVICE if cuda else None)
+    back = caibridge.from_dlpack(view.__dlpack__(max_version=(1, 3)))
+    got = back.__cuda_array_interface__ if cuda else back.__array_interface__
+    assert got["data"] == (POINTER, readonly)
+
+
+def test_buffer_reached_before_its_start():
+    """Negative strides from the start of a buffer object reach before it:
+    refused, as reaching past its end is."""
+    raw = bytearray(range(8))
+    base = {"shape": (4,), "typestr": "|u1", "data": raw, "version": 3,
+            "strides": (-1,)}
+    with pytest.raises(ValueError, match="reaches bytes -3 to 1 of a buffer "
+                                         "of 8 bytes"):
+        caibridge.as_dlpack(DictHost(dict(base)))
+    with pytest.raises(ValueError, match="reaches bytes -2 to 2 of"):
+        caibridge.as_dlpack(DictHost(dict(base, offset=1)))
+    view = caibridge.as_dlpack(DictHost(dict(base, offset=3)))
+    assert np.from_dlpack(view).tolist() == [3, 2, 1, 0]
+    view = caibridge.as_dlpack(DictHost(dict(base, offset=7)))
+    assert np.from_dlpack(view).tolist() == [7, 6, 5, 4]
+    with pytest.raises(ValueError, match="reaches bytes 5 to 9 of"):
+        caibridge.as_dlpack(DictHost(dict(base, offset=8)))
+
+
+def test_host_data_of_wrong_type():
+    with pytest.raises(TypeError, match="data must be"):
+        caibridge.as_dlpack(HostProducer(np.zeros(2), data=3.5))
+
+
 # ---- hostile producers
 
 
@@ -336,16 +488,22 @@ def test_raising_property_propagates(cls):
 
 def test_attribute_error_property_means_absent():
     p = RaisingAttrCAI()
-    with pytest.raises(TypeError, match="neither"):
+    with pytest.raises(TypeError, match="neither __cuda_array_interface__ "
+                                        "nor __array_interface__"):
         caibridge.as_dlpack(p, device=CUDA_DEVICE)
+    for plain in (object(), valid_iface()):  # a bare dict is no producer
+        with pytest.raises(TypeError, match="neither"):
+            caibridge.as_dlpack(plain)
 
 
 def test_interface_that_is_not_a_dict():
     for value in ([("shape", (4,))], None, 3, "shape", (("shape", (4,)),)):
         for cuda in (True, False):
             p = producer_for(value, cuda)
-            for name, call in calls(cuda):
-                with pytest.raises(TypeError, match="dict"):
+            name = ("__cuda_array_interface__" if cuda
+                    else "__array_interface__")
+            for _, call in calls(cuda):
+                with pytest.raises(TypeError, match=f"{name} must be a dict"):
                     call(p)
 
 
@@ -432,6 +590,39 @@ def test_shifting_interface_is_read_once(cuda):
     assert iface["shape"] == (2,)
 
 
+def test_same_dict_changed_between_reads():
+    """A producer that returns one dict and changes it in place: every read
+    sees the dict as it is now (caibridge remembers the last dict read)."""
+    a = filled((4, 6), "float32")
+    b = filled((6, 4), "int16")
+    p = HostProducer(a)
+    iface = p.iface
+    assert np.from_dlpack(caibridge.as_dlpack(p)).tolist() == a.tolist()
+    iface["data"] = (b.ctypes.data, False)
+    iface["typestr"] = b.dtype.str
+    iface["shape"] = b.shape
+    assert np.from_dlpack(caibridge.as_dlpack(p)).tolist() == b.tolist()
+    iface["strides"] = (2, 8)  # b transposed
+    iface["shape"] = (4, 6)
+    assert (np.from_dlpack(caibridge.as_dlpack(p)).tolist() ==
+            b.T.tolist())
+    iface["shape"] = (4, -6)
+    with pytest.raises(ValueError, match=r"shape\[1\]"):
+        caibridge.to_dlpack(p)
+    with pytest.raises(ValueError, match=r"shape\[1\]"):
+        caibridge.to_dlpack(p)
+    iface["shape"] = (4, 6)
+    iface["mask"] = True
+    with pytest.raises(BufferError, match="mask"):
+        caibridge.to_dlpack(p)
+    del iface["mask"]
+    cai = CAIProducer(dict(cai_of(a)))
+    assert caibridge.to_dlpack(cai, device=(2, 0)) is not None
+    cai.iface["stream"] = 0
+    with pytest.raises(ValueError, match="stream"):
+        caibridge.to_dlpack(cai, device=(2, 0))
+
+
 # ---- producers that run Python code while their dict is parsed
 
 MUTATING_SCRIPT = textwrap.dedent("""
@@ -464,21 +655,35 @@ MUTATING_SCRIPT = textwrap.dedent("""
              "data": (backing.ctypes.data, False), "strides": None}
         if field == "shape":
             d["shape"] = (Clears(d), Tail(), Tail())
+            expected_shape, expected_strides = (4, 4, 4), None
         else:
             d["strides"] = (Clears(d), Tail())
             d["shape"] = (4, 4)
+            expected_shape, expected_strides = (4, 4), (4, 4)
         p = P()
         setattr(P, "__cuda_array_interface__" if cuda
                 else "__array_interface__", property(lambda self: d))
         try:
-            caibridge.as_dlpack(p, device=(2, 0) if cuda else None)
-            outcomes.add("accepted")
+            view = caibridge.as_dlpack(p, device=(2, 0) if cuda else None)
         except (TypeError, ValueError, BufferError) as e:
-            assert str(e), "empty message"
-            outcomes.add(type(e).__name__)
-        delattr(P, "__cuda_array_interface__" if cuda
-                else "__array_interface__")
-    print(" ".join(sorted(outcomes)))
+            # A refusal names the field whose entry vanished.
+            outcomes.add(f"refused naming {field}" if field in str(e)
+                         else f"refused: {e!r}")
+            continue
+        finally:
+            delattr(P, "__cuda_array_interface__" if cuda
+                    else "__array_interface__")
+        # Accepted: the descriptor is the one the dict held when read.
+        back = caibridge.from_dlpack(view)
+        got = (back.__cuda_array_interface__ if cuda
+               else back.__array_interface__)
+        same = (got["shape"] == expected_shape and
+                got["strides"] == expected_strides and
+                got["typestr"] == "<f4" and
+                got["data"] == (backing.ctypes.data, False))
+        outcomes.add("accepted, consistent" if same
+                     else f"accepted, inconsistent: {got!r}")
+    print("\\n".join(sorted(outcomes)))
 """)
 
 
@@ -496,64 +701,7 @@ def test_dict_emptied_while_parsed(field, cuda):
     assert result.returncode == 0, (
         f"exit {result.returncode}: the reader used a freed tuple\n"
         f"{result.stderr[-2000:]}")
-    assert result.stdout.strip(), result.stderr
-
-
-# ---- hostile DLPack producers, for from_dlpack
-
-
-class FakeProducer:
-    def __init__(self, capsule=None, device=(1, 0), raises=None):
-        self.capsule, self.device, self.raises = capsule, device, raises
-
-    def __dlpack__(self, stream=None, max_version=None, dl_device=None,
-                   copy=None):
-        if self.raises is not None:
-            raise self.raises("nope")
-        return self.capsule
-
-    def __dlpack_device__(self):
-        return self.device
-
-
-def fresh_capsule():
-    return caibridge.to_dlpack(DictHost(valid_iface()),
-                               max_version=(1, 3))
-
-
-@pytest.mark.parametrize("case,expected,needle", [
-    ("not a capsule", TypeError, "capsule"),
-    ("foreign capsule", TypeError, "capsule"),
-    ("used capsule", ValueError, "already"),
-    ("device not a tuple", TypeError, "__dlpack_device__"),
-    ("device type 0", ValueError, "device_type"),
-    ("device id negative", ValueError, "device_id"),
-    ("__dlpack__ raises", Boom, "nope"),
-], ids=lambda v: v if isinstance(v, str) else None)
-def test_hostile_dlpack_producer(case, expected, needle):
-    import ctypes
-    if case == "not a capsule":
-        p = FakeProducer(capsule=[1, 2])
-    elif case == "foreign capsule":
-        new = ctypes.pythonapi.PyCapsule_New
-        new.restype = ctypes.py_object
-        new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-        p = FakeProducer(capsule=new(id(BACKING), b"something_else", None))
-    elif case == "used capsule":
-        c = fresh_capsule()
-        caibridge.from_dlpack(c)
-        p = FakeProducer(capsule=c)
-    elif case == "device not a tuple":
-        p = FakeProducer(capsule=fresh_capsule(), device=[1, 0])
-    elif case == "device type 0":
-        p = FakeProducer(capsule=fresh_capsule(), device=(0, 0))
-    elif case == "device id negative":
-        p = FakeProducer(capsule=fresh_capsule(), device=(1, -1))
-    else:
-        p = FakeProducer(raises=Boom)
-    before = sys.getrefcount(p)
-    with pytest.raises(expected) as info:
-        caibridge.from_dlpack(p)
-    assert needle.lower() in str(info.value).lower()
-    del info
-    assert sys.getrefcount(p) == before
+    outcomes = set(result.stdout.splitlines())
+    assert outcomes, result.stderr
+    assert outcomes <= {"accepted, consistent", f"refused naming {field}"}, \
+        outcomes

@@ -1,4 +1,8 @@
-"""caibridge's Python layer on the recording CUDA runtime double.
+"""caibridge's Python layer on the recording CUDA runtime double: what the
+module hands the core (the pointer or device to look up, the consumer's
+stream from None, ints and __cuda_stream__, sync) and the exception each
+failure becomes.  The core's own rules (memory kinds, the event sequence,
+switching devices, cleanup after a failure) are tests/cuda/*-t.c's.
 
 The double (tests/cuda/cudart-double.c) is selected with CAIBRIDGE_CUDART
 before caibridge makes its first CUDA call; ctypes opens the same shared
@@ -51,6 +55,25 @@ class Controls(ctypes.Structure):
         ("fail", ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_int)),
         ("log", ctypes.CFUNCTYPE(ctypes.c_char_p)),
         ("live_events", ctypes.CFUNCTYPE(ctypes.c_int)),
+        ("add_allocation", ctypes.CFUNCTYPE(
+            None, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+            ctypes.c_int, ctypes.c_void_p)),
+        ("add_stream", ctypes.CFUNCTYPE(None, ctypes.c_long, ctypes.c_int)),
+        ("add_stream_on_context", ctypes.CFUNCTYPE(None, ctypes.c_long,
+                                                   ctypes.c_void_p)),
+        ("destroy_stream", ctypes.CFUNCTYPE(None, ctypes.c_long)),
+        ("create_context", ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int)),
+        ("current_context", ctypes.CFUNCTYPE(ctypes.c_void_p)),
+        ("set_current_context", ctypes.CFUNCTYPE(None, ctypes.c_void_p)),
+        ("primary_contexts", ctypes.CFUNCTYPE(ctypes.c_int)),
+        ("begin_capture", ctypes.CFUNCTYPE(None, ctypes.c_long, ctypes.c_int)),
+        ("end_capture", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_long)),
+        ("capture_state", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_long)),
+        ("set_driver_version", ctypes.CFUNCTYPE(None, ctypes.c_int)),
+        ("set_pageable_access", ctypes.CFUNCTYPE(None, ctypes.c_int)),
+        ("pending_error", ctypes.CFUNCTYPE(ctypes.c_int)),
+        ("set_pending_error", ctypes.CFUNCTYPE(None, ctypes.c_int)),
+        ("host_waits", ctypes.CFUNCTYPE(ctypes.c_int)),
     ]
 
 
@@ -72,8 +95,14 @@ class Double:
     def fail(self, call, error):
         self._c.fail(call.encode(), error)
 
+    def add_stream(self, handle, device):
+        self._c.add_stream(handle, device)
+
     def log(self):
-        return self._c.log().decode().splitlines()
+        """The calls since the last reset; the driver's one-time cuInit is
+        left out (it comes with whichever test binds the driver first)."""
+        return [line for line in self._c.log().decode().splitlines()
+                if line != "cuInit(0)"]
 
     def live_events(self):
         return self._c.live_events()
@@ -111,6 +140,8 @@ def double():
     caibridge.as_dlpack(DeviceArray())
     # The first CUDA call binds the runtime, which asks for its version.
     assert d.log() == ["cudaRuntimeGetVersion() = 13000",
+                       "cudaPeekAtLastError() = 0",
+                       "cuCtxGetCurrent() = P0",
                        f"cudaPointerGetAttributes({DEVICE_PTR:#x})"], (
         "caibridge is not using the double: was a CUDA runtime already "
         "bound in this process?")
@@ -123,14 +154,51 @@ def cuda(double):
     return double
 
 
-def event_ordering(p, s, device=0):
+def name(stream):
+    """A stream as the double logs it: the headers' names for the default
+    stream handles."""
+    return {1: "cudaStreamLegacy", 2: "cudaStreamPerThread"}.get(
+        stream, f"{stream:#x}")
+
+
+def fence_recorded(p):
+    """as_dlpack's calls after the pointer lookup: the view's fence on
+    stream handle p (device 0's primary context current)."""
     return [
-        f"cudaGetDevice() = {device}",
-        f"cudaEventCreateWithFlags(0x2) = ev1 on device {device}",
+        "cudaPeekAtLastError() = 0",
+        "cuCtxGetCurrent() = P0",
+        f"cuStreamGetCtx({p:#x}) = P0",
+        f"cudaStreamIsCapturing({p:#x}) = 0",
+        "cudaEventCreateWithFlags(cudaEventDisableTiming) = ev1 on P0",
         f"cudaEventRecord(ev1, {p:#x})",
-        f"cudaStreamWaitEvent({s:#x}, ev1, 0x0)",
-        "cudaEventDestroy(ev1)",
     ]
+
+
+def fence_waited(s):
+    """__dlpack__'s calls: stream s waits on the view's fence (ev1)."""
+    return [
+        "cudaPeekAtLastError() = 0",
+        "cuCtxGetCurrent() = P0",
+    ] + (["cuCtxGetDevice() = 0"] if s in (1, 2) else []) + [
+        f"cudaStreamIsCapturing({name(s)}) = 0",
+        f"cudaStreamWaitEvent({name(s)}, ev1, cudaEventWaitDefault)",
+    ]
+
+
+def ordered(log):
+    """(producer stream, consumer stream) of the ordering in a call log: the
+    streams the module handed the core (the sequence is order-t.c's)."""
+    record = [line for line in log if line.startswith("cudaEventRecord(")]
+    wait = [line for line in log if line.startswith("cudaStreamWaitEvent(")]
+    assert len(record) == len(wait) == 1, log
+    return (handle(record[0].split(", ")[1].rstrip(")")),
+            handle(wait[0][len("cudaStreamWaitEvent("):].split(",")[0]))
+
+
+def handle(logged):
+    """A stream as the double logs it, back to its handle (see name())."""
+    named = {"cudaStreamLegacy": 1, "cudaStreamPerThread": 2}
+    return named[logged] if logged in named else int(logged, 16)
 
 
 # ---- where the data is ----
@@ -139,28 +207,24 @@ def test_device_memory_is_on_its_own_device(cuda):
     cuda.pointer(DEVICE_PTR, DEVICE, 1)
     view = caibridge.as_dlpack(DeviceArray())
     assert view.__dlpack_device__() == (KDLCUDA, 1)
-    assert cuda.log() == [f"cudaPointerGetAttributes({DEVICE_PTR:#x})"]
-
-
-@pytest.mark.parametrize("kind, expected", [
-    (PINNED, (KDLCUDAHOST, 0)),
-    (MANAGED, (KDLCUDAMANAGED, 0)),
-])
-def test_host_accessible_memory(cuda, kind, expected):
-    cuda.pointer(DEVICE_PTR, kind, 1)
-    assert caibridge.as_dlpack(DeviceArray()).__dlpack_device__() == expected
+    assert cuda.log() == ["cudaPeekAtLastError() = 0",
+                          "cuCtxGetCurrent() = P0",
+                          f"cudaPointerGetAttributes({DEVICE_PTR:#x})"]
 
 
 def test_unregistered_host_memory_is_refused(cuda):
-    with pytest.raises(BufferError, match="not registered with CUDA"):
+    with pytest.raises(BufferError) as info:
         caibridge.as_dlpack(DeviceArray())
+    assert not isinstance(info.value, caibridge.CUDAError), \
+        "a refusal of the memory, not a CUDA failure"
 
 
 def test_zero_size_array_takes_the_current_device(cuda):
     cuda.current_device(2)
     view = caibridge.as_dlpack(DeviceArray(ptr=0, shape=(0,)))
     assert view.__dlpack_device__() == (KDLCUDA, 2)
-    assert cuda.log() == ["cudaGetDevice() = 2"]
+    assert cuda.log() == ["cudaPeekAtLastError() = 0",
+                          "cuCtxGetCurrent() = P2", "cuCtxGetDevice() = 2"]
 
 
 def test_explicit_device_skips_the_lookup(cuda):
@@ -172,13 +236,15 @@ def test_explicit_device_skips_the_lookup(cuda):
 def test_no_driver_is_a_cuda_error(cuda):
     cuda.fail("*", 35)
     with pytest.raises(caibridge.CUDAError,
-                       match=r"cudaPointerGetAttributes failed.*CUDA error 35"):
+                       match=r"cuCtxGetCurrent failed.*CUDA error 35.*"
+                             r"no usable CUDA driver"):
         caibridge.as_dlpack(DeviceArray())
 
 
 # ---- stream ordering in __dlpack__ ----
 
 def located(cuda, stream, device=0, **kwargs):
+    """A view of data on device; the log is emptied after it is made."""
     cuda.pointer(DEVICE_PTR, DEVICE, device)
     view = caibridge.as_dlpack(DeviceArray(stream=stream), **kwargs)
     cuda.reset()
@@ -192,33 +258,66 @@ def located(cuda, stream, device=0, **kwargs):
     (2, 2),
     (CudaStream(CONSUMER), CONSUMER),
 ])
-def test_consumer_waits_on_an_event(cuda, consumer, seen):
-    view = located(cuda, PRODUCER)
+def test_consumer_waits_on_the_views_fence(cuda, consumer, seen):
+    """The event is recorded when the view is made, waited on by each
+    __dlpack__, and destroyed with the view."""
+    cuda.pointer(DEVICE_PTR, DEVICE, 0)
+    view = caibridge.as_dlpack(DeviceArray(stream=PRODUCER))
+    assert cuda.log()[-6:] == fence_recorded(PRODUCER)
+    cuda.reset()
     capsule = view.__dlpack__(stream=consumer)
     assert type(capsule).__name__ == "PyCapsule"
-    assert cuda.log() == event_ordering(PRODUCER, seen)
+    assert cuda.log() == fence_waited(seen)
+    assert cuda.live_events() == 1, "the fence lives as long as the view"
+    assert not any("Synchronize" in line for line in cuda.log())
+    del capsule, view
+    assert cuda.log()[-1] == "cudaEventDestroy(ev1)"
     assert cuda.live_events() == 0
-    assert not any("cudaStreamSynchronize" in line for line in cuda.log())
+
+
+@pytest.mark.parametrize("consumer, seen", [
+    (None, 1),
+    (CONSUMER, CONSUMER),
+    (CudaStream(CONSUMER), CONSUMER),
+])
+def test_from_dlpack_of_a_view_orders_on_the_consumer_stream(cuda, consumer,
+                                                             seen):
+    view = located(cuda, PRODUCER)
+    kwargs = {} if consumer is None else {"stream": consumer}
+    back = caibridge.from_dlpack(view, **kwargs)
+    assert ordered(cuda.log()) == (PRODUCER, seen)
+    assert back.__cuda_array_interface__["stream"] == seen
 
 
 def test_producer_on_another_device(cuda):
-    view = located(cuda, PRODUCER, device=1)
-    view.__dlpack__(stream=CONSUMER)
-    assert cuda.log() == [
-        "cudaGetDevice() = 0",
-        "cudaSetDevice(1)",
-        "cudaEventCreateWithFlags(0x2) = ev1 on device 1",
+    """The fence is made in the producer stream's context (device 1's), and
+    the caller's context is current again afterwards."""
+    cuda.pointer(DEVICE_PTR, DEVICE, 1)
+    cuda.add_stream(PRODUCER, 1)
+    view = caibridge.as_dlpack(DeviceArray(stream=PRODUCER))
+    assert cuda.log()[-8:] == [
+        "cudaPeekAtLastError() = 0",
+        "cuCtxGetCurrent() = P0",
+        f"cuStreamGetCtx({PRODUCER:#x}) = P1",
+        "cuCtxSetCurrent(P1)",
+        f"cudaStreamIsCapturing({PRODUCER:#x}) = 0",
+        "cudaEventCreateWithFlags(cudaEventDisableTiming) = ev1 on P1",
         f"cudaEventRecord(ev1, {PRODUCER:#x})",
-        f"cudaStreamWaitEvent({CONSUMER:#x}, ev1, 0x0)",
-        "cudaEventDestroy(ev1)",
-        "cudaSetDevice(0)",
+        "cuCtxSetCurrent(P0)",
     ]
+    caller = cuda._c.current_context()
+    cuda.reset()
+    cuda.add_stream(PRODUCER, 1)
+    capsule = view.__dlpack__(stream=CONSUMER)
+    assert [line for line in cuda.log() if "Wait" in line] == [
+        f"cudaStreamWaitEvent({CONSUMER:#x}, ev1, cudaEventWaitDefault)"]
+    assert cuda._c.current_context() == caller
+    del capsule
 
 
 @pytest.mark.parametrize("producer, consumer, kwargs", [
     (None, CONSUMER, {}),          # the producer named no stream
     (PRODUCER, -1, {}),            # the consumer orders itself
-    (PRODUCER, PRODUCER, {}),      # one stream: already in order
     (PRODUCER, CONSUMER, {"sync": False}),  # the user opted out
 ])
 def test_no_ordering_call(cuda, producer, consumer, kwargs):
@@ -235,11 +334,11 @@ def test_stream_zero_is_refused(cuda):
 
 
 def test_failed_record_still_destroys_the_event(cuda):
-    view = located(cuda, PRODUCER)
+    cuda.pointer(DEVICE_PTR, DEVICE, 0)
     cuda.fail("cudaEventRecord", 400)
     with pytest.raises(caibridge.CUDAError,
                        match=r"cudaEventRecord failed.*CUDA error 400"):
-        view.__dlpack__(stream=CONSUMER)
+        caibridge.as_dlpack(DeviceArray(stream=PRODUCER))
     assert "cudaEventDestroy(ev1)" in cuda.log()
     assert cuda.live_events() == 0
 
@@ -255,7 +354,7 @@ def test_sync_off_by_environment():
     """CAIBRIDGE_SYNC=0 at import turns ordering off for the whole process."""
     script = f"""
 import ctypes, caibridge
-from test_cuda_double import Double, DeviceArray, double_path
+from test_stream_order import Double, DeviceArray, double_path
 d = Double(double_path())
 d.pointer({DEVICE_PTR}, 2, 0)
 view = caibridge.as_dlpack(DeviceArray(stream={PRODUCER}))

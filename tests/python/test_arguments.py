@@ -1,11 +1,13 @@
-"""Malformed descriptors and requests: each raises the documented exception,
-naming the field, in-process (nothing crashes, nothing leaks).
+"""The arguments of as_dlpack, to_dlpack and DLPackView.__dlpack__, and
+what each request does: device, sync, stream, dl_device, max_version, copy.
 
-TypeError: a wrong Python type; ValueError: a bad value or a missing
-required entry; BufferError: well-formed but not exportable;
-caibridge.CUDAError (a BufferError): CUDA unavailable or failing.
+A bad argument raises TypeError (wrong Python type) or ValueError (a bad
+value) naming it; a well-formed request that cannot be met raises
+BufferError; caibridge.CUDAError (a BufferError): CUDA unavailable or
+failing.
 """
 import ctypes
+import os
 import subprocess
 import sys
 import weakref
@@ -14,181 +16,14 @@ import numpy as np
 import pytest
 
 import caibridge
-from conftest import CAIProducer, HostProducer, cai_of, collect, filled
+from conftest import CAIProducer, HostProducer, collect, filled
 
 GOOD = {"shape": (4, 3), "typestr": "<f4", "data": (4096, False),
         "version": 3}
-MISSING = object()
-
-
-def with_entry(key, value):
-    iface = dict(GOOD)
-    if value is MISSING:
-        del iface[key]
-    else:
-        iface[key] = value
-    return iface
-
-
-CASES = [
-    # (key, value, exception, pattern naming the field)
-    ("shape", MISSING, ValueError, "'shape'"),
-    ("shape", [4, 3], TypeError, "shape must be a tuple"),
-    ("shape", (4, "3"), TypeError, r"shape\[1\] must be an int"),
-    ("shape", (4.0, 3), TypeError, r"shape\[0\] must be an int"),
-    ("shape", (True, 3), TypeError, r"shape\[0\] must be an int"),
-    ("shape", (-1, 3), ValueError, r"shape\[0\]"),
-    ("shape", (2**70, 3), ValueError, r"shape\[0\] does not fit"),
-    ("shape", (1,) * 65, ValueError, "at most 64"),
-    ("shape", (2**40, 2**40), ValueError, "shape"),
-    ("typestr", MISSING, ValueError, "'typestr'"),
-    ("typestr", 4, TypeError, "typestr must be a str"),
-    ("typestr", "<f", ValueError, "typestr"),
-    ("typestr", "f4x", ValueError, "typestr"),
-    ("typestr", "<f3", BufferError, "typestr"),
-    ("typestr", ">f4" if sys.byteorder == "little" else "<f4", BufferError,
-     "native byte order"),
-    ("typestr", "<V8", BufferError, "typestr"),
-    ("typestr", "<M8", BufferError, "typestr"),
-    ("typestr", "|O8", BufferError, "typestr"),
-    ("data", MISSING, ValueError, "'data'"),
-    ("data", [4096, False], TypeError, "data must be a"),
-    ("data", (4096,), ValueError, "data must be a"),
-    ("data", ("4096", False), TypeError, r"data\[0\]"),
-    ("data", (-8, False), ValueError, r"data\[0\]"),
-    ("data", (2**64, False), ValueError, r"data\[0\]"),
-    ("data", (4096, "no"), TypeError, r"data\[1\]"),
-    ("data", (0, False), ValueError, "data"),
-    ("version", MISSING, ValueError, "'version'"),
-    ("version", 4, ValueError, "version"),
-    ("version", -1, ValueError, "version"),
-    ("version", "3", TypeError, "version must be an int"),
-    ("strides", (12,), ValueError, "strides has 1 entries"),
-    ("strides", (12, "4"), TypeError, r"strides\[1\]"),
-    ("strides", [12, 4], TypeError, "strides must be a tuple"),
-    ("strides", (12, 3), ValueError, r"strides\[1\]"),
-    ("strides", (2**62, 4), ValueError, "strides"),
-    ("mask", CAIProducer(GOOD), BufferError, "mask"),
-    ("stream", 0, ValueError, "stream"),
-    ("stream", -1, ValueError, "stream"),
-    ("stream", "1", TypeError, "stream must be an int"),
-]
-
-
-@pytest.mark.parametrize("key, value, error, pattern", CASES,
-                         ids=[f"{c[0]}={c[1]!r:.30}" for c in CASES])
-def test_malformed_cai(key, value, error, pattern):
-    producer = CAIProducer(with_entry(key, value))
-    with pytest.raises(error, match=pattern):
-        caibridge.as_dlpack(producer, device=(2, 0))
-    with pytest.raises(error, match=pattern):
-        caibridge.to_dlpack(producer, device=(2, 0), max_version=(1, 3))
 
 
 def test_exception_kinds():
     assert issubclass(caibridge.CUDAError, BufferError)
-
-
-def test_well_formed_entries_accepted():
-    # descr is ignored; mask/stream/strides None mean "absent".
-    iface = dict(GOOD, descr=[("", "<f4")], mask=None, stream=None,
-                 strides=None)
-    view = caibridge.as_dlpack(CAIProducer(iface), device=(2, 0))
-    assert view.__dlpack_device__() == (2, 0)
-    for version in (0, 1, 2, 3):
-        caibridge.as_dlpack(CAIProducer(dict(GOOD, version=version)),
-                            device=(2, 0))
-    zero = dict(GOOD, shape=(0, 3), data=(0, False))
-    caibridge.as_dlpack(CAIProducer(zero), device=(2, 0))
-
-
-def test_interface_not_a_dict():
-    with pytest.raises(TypeError, match="__cuda_array_interface__ must be a "
-                                        "dict"):
-        caibridge.as_dlpack(CAIProducer([("shape", (1,))]), device=(2, 0))
-    with pytest.raises(TypeError, match="__array_interface__ must be a dict"):
-        caibridge.as_dlpack(HostProducer(np.zeros(1)).__class__.__new__(
-            type("H", (), {"__array_interface__": 5})))
-
-
-def test_dict_subclass_accepted():
-    class Interface(dict):
-        pass
-
-    view = caibridge.as_dlpack(CAIProducer(Interface(GOOD)), device=(2, 0))
-    assert view.__dlpack_device__() == (2, 0)
-
-
-def test_neither_interface():
-    with pytest.raises(TypeError, match="neither __cuda_array_interface__ "
-                                        "nor __array_interface__"):
-        caibridge.as_dlpack(object())
-    with pytest.raises(TypeError):
-        caibridge.as_dlpack({"shape": (1,), "typestr": "<f4",
-                             "data": (8, False), "version": 3})
-
-
-def test_property_error_propagates_unchanged():
-    class Broken(Exception):
-        pass
-
-    class Producer:
-        @property
-        def __cuda_array_interface__(self):
-            raise Broken("the producer failed")
-
-    with pytest.raises(Broken, match="the producer failed"):
-        caibridge.as_dlpack(Producer(), device=(2, 0))
-    with pytest.raises(Broken):
-        caibridge.to_dlpack(Producer(), device=(2, 0))
-
-
-def test_host_offset():
-    array = filled((8,), "int32")
-    view = caibridge.as_dlpack(HostProducer(array, shape=(6,), offset=8))
-    assert np.from_dlpack(view).tolist() == array[2:].tolist()
-    with pytest.raises(ValueError, match="offset"):
-        caibridge.as_dlpack(HostProducer(array, offset=-4))
-    with pytest.raises(TypeError, match="offset must be an int"):
-        caibridge.as_dlpack(HostProducer(array, offset="4"))
-
-
-def test_same_dict_changed_between_reads():
-    """A producer that returns one dict and changes it in place: every read
-    sees the dict as it is now (caibridge remembers the last dict read)."""
-    a = filled((4, 6), "float32")
-    b = filled((6, 4), "int16")
-    p = HostProducer(a)
-    iface = p.iface
-    assert np.from_dlpack(caibridge.as_dlpack(p)).tolist() == a.tolist()
-    iface["data"] = (b.ctypes.data, False)
-    iface["typestr"] = b.dtype.str
-    iface["shape"] = b.shape
-    assert np.from_dlpack(caibridge.as_dlpack(p)).tolist() == b.tolist()
-    iface["strides"] = (2, 8)  # b transposed
-    iface["shape"] = (4, 6)
-    assert (np.from_dlpack(caibridge.as_dlpack(p)).tolist() ==
-            b.T.tolist())
-    iface["shape"] = (4, -6)
-    with pytest.raises(ValueError, match=r"shape\[1\]"):
-        caibridge.to_dlpack(p)
-    with pytest.raises(ValueError, match=r"shape\[1\]"):
-        caibridge.to_dlpack(p)
-    iface["shape"] = (4, 6)
-    iface["mask"] = True
-    with pytest.raises(BufferError, match="mask"):
-        caibridge.to_dlpack(p)
-    del iface["mask"]
-    cai = CAIProducer(dict(cai_of(a)))
-    assert caibridge.to_dlpack(cai, device=(2, 0)) is not None
-    cai.iface["stream"] = 0
-    with pytest.raises(ValueError, match="stream"):
-        caibridge.to_dlpack(cai, device=(2, 0))
-
-
-def test_host_data_of_wrong_type():
-    with pytest.raises(TypeError, match="data must be"):
-        caibridge.as_dlpack(HostProducer(np.zeros(2), data=3.5))
 
 
 @pytest.mark.parametrize("device, error", [
@@ -222,7 +57,7 @@ def test_bad_arguments():
     with pytest.raises(TypeError, match="sync must be a bool"):
         caibridge.as_dlpack(producer, sync="yes")
     with pytest.raises(TypeError, match="unexpected keyword"):
-        caibridge.to_dlpack(producer, copy=True)
+        caibridge.to_dlpack(producer, cpy=True)
     view = caibridge.as_dlpack(producer)
     with pytest.raises(TypeError, match="positional"):
         view.__dlpack__(None)
@@ -260,8 +95,8 @@ def capsule_flags(capsule):
 def test_host_stream_rules():
     view = caibridge.as_dlpack(HostProducer(filled((2,), "float32")))
     assert view.__dlpack__(stream=None) is not None
-    assert view.__dlpack__(stream=-1) is not None
-    for stream in (1, 2, 5):
+    # Only None is valid for host memory (DLPack; -1 included).
+    for stream in (-1, 1, 2, 5):
         with pytest.raises(BufferError, match="host memory"):
             view.__dlpack__(stream=stream)
     with pytest.raises(BufferError, match="host memory"):
@@ -366,17 +201,19 @@ def cai_with_stream(stream):
 
 
 def test_ordering_needs_cuda():
-    view = caibridge.as_dlpack(cai_with_stream(7), device=(2, 0))
+    # A view takes its fence on the producer's stream when it is made.
     with pytest.raises(caibridge.CUDAError):
-        view.__dlpack__(stream=5)
+        caibridge.as_dlpack(cai_with_stream(7), device=(2, 0))
     with pytest.raises(caibridge.CUDAError):
         caibridge.to_dlpack(cai_with_stream(7), device=(2, 0), stream=5)
 
 
 def test_ordering_skipped_when_not_needed():
-    view = caibridge.as_dlpack(cai_with_stream(7), device=(2, 0))
-    assert view.__dlpack__(stream=-1) is not None, "-1: no ordering"
-    assert view.__dlpack__(stream=7) is not None, "same stream: in order"
+    producer = cai_with_stream(7)
+    assert caibridge.to_dlpack(producer, device=(2, 0), stream=-1) \
+        is not None, "-1: no ordering"
+    assert caibridge.to_dlpack(producer, device=(2, 0), stream=7) \
+        is not None, "same stream: in order"
     plain = caibridge.as_dlpack(CAIProducer(GOOD), device=(2, 0))
     assert plain.__dlpack__(stream=5) is not None, "no producer stream"
     off = caibridge.as_dlpack(cai_with_stream(7), device=(2, 0), sync=False)
@@ -393,22 +230,8 @@ def test_sync_env_variable(tmp_path):
             "v = caibridge.as_dlpack(P(), device=(2, 0))\n"
             "v.__dlpack__(stream=5)\n"
             "print(caibridge.SYNC_ENABLED)\n")
-    import os
     env = dict(os.environ, CAIBRIDGE_SYNC="0")
     out = subprocess.run([sys.executable, "-c", code], env=env,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "0"
-
-
-def test_malformed_cases_leak_nothing():
-    producer = CAIProducer(with_entry("typestr", "<V8"))
-    before = sys.getrefcount(producer)
-    for _ in range(50):
-        for key, value, error, _pattern in CASES:
-            bad = CAIProducer(with_entry(key, value))
-            with pytest.raises(error):
-                caibridge.to_dlpack(bad, device=(2, 0))
-        with pytest.raises(BufferError):
-            caibridge.to_dlpack(producer, device=(2, 0))
-    assert sys.getrefcount(producer) == before

@@ -1,0 +1,466 @@
+/*
+ * add_dlpack and add_array_interface: two calls that turn a user's class
+ * into a producer of the other protocol, with no Python code per call.
+ *
+ * add_dlpack gives a CAI or array-interface class __dlpack__ and
+ * __dlpack_device__ as method descriptors of our own type: the interpreter
+ * calls them with the instance first (Py_TPFLAGS_METHOD_DESCRIPTOR), no
+ * bound object is made, and each call goes down to_dlpack's own path with
+ * the instance as the producer.  The class also gets the DLPack C exchange
+ * API.  add_array_interface gives a DLPack class the two interface
+ * properties, read through from_dlpack's path.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include "caibridge_module.h"
+
+#include <string.h>
+
+#if PY_VERSION_HEX < 0x030C0000
+#include <structmember.h>
+#define Py_T_PYSSIZET T_PYSSIZET
+#define Py_READONLY READONLY
+#endif
+
+/* ------------------------------------------------------------------ */
+/* The methods add_dlpack gives a class                                */
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *module; /* whose state the calls use */
+    const char *name;
+    const char *doc;
+} BridgeMethodObject;
+
+static inline cai_state *method_state(PyObject *self)
+{
+    return PyModule_GetState(((BridgeMethodObject *)self)->module);
+}
+
+/* The instance a call was made on: the first positional argument. */
+static int method_self(PyObject *self, size_t nargsf, Py_ssize_t expected)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+
+    if (nargs == expected + 1)
+        return 0;
+    if (nargs == 0)
+        PyErr_Format(PyExc_TypeError,
+                     "descriptor '%s' needs an instance to describe",
+                     ((BridgeMethodObject *)self)->name);
+    else
+        PyErr_Format(PyExc_TypeError,
+                     "%s() takes no positional arguments but %zd were given",
+                     ((BridgeMethodObject *)self)->name, nargs - 1);
+    return -1;
+}
+
+static PyObject *patched_dlpack(PyObject *self, PyObject *const *args,
+                                size_t nargsf, PyObject *kwnames)
+{
+    cai_state *st = method_state(self);
+    PyObject *values[4] = {NULL, NULL, NULL, NULL};
+    cai_request_t req;
+
+    if (method_self(self, nargsf, 0) != 0 ||
+        match_keywords("__dlpack__", args + 1, kwnames, st->kw_dlpack,
+                       values, 4) != 0)
+        return NULL;
+    if ((req.versioned = wants_versioned(values[1])) < 0 ||
+        (req.copy = read_copy(values[3])) < 0)
+        return NULL;
+    req.stream = values[0];
+    req.dl_device = values[2];
+    req.sync = 1;
+    req.readonly_legacy_ok = 0;
+    return object_export(st, args[0], NULL, &req);
+}
+
+static PyObject *patched_dlpack_device(PyObject *self, PyObject *const *args,
+                                       size_t nargsf, PyObject *kwnames)
+{
+    cai_state *st = method_state(self);
+    PyObject *keep;
+    cai_desc_t d;
+
+    if (method_self(self, nargsf, 0) != 0)
+        return NULL;
+    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0) {
+        PyErr_SetString(PyExc_TypeError,
+                        "__dlpack_device__() takes no keyword arguments");
+        return NULL;
+    }
+    if (describe(st, args[0], NULL, 0, &d, &keep) != 0)
+        return NULL;
+    Py_XDECREF(keep);
+    return Py_BuildValue("(ii)", (int)d.device.device_type,
+                         (int)d.device.device_id);
+}
+
+static PyObject *method_get(PyObject *self, PyObject *obj, PyObject *type)
+{
+    if (obj == NULL || obj == Py_None)
+        return Py_NewRef(self);
+    return PyMethod_New(self, obj);
+}
+
+/* Methods given by add_dlpack, in any interpreter: one function. */
+static inline int is_bridge_method(PyObject *o)
+{
+    return o != NULL && Py_TYPE(o)->tp_descr_get == method_get;
+}
+
+static int method_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(((BridgeMethodObject *)self)->module);
+    Py_VISIT(Py_TYPE(self));
+    return 0;
+}
+
+static int method_clear(PyObject *self)
+{
+    Py_CLEAR(((BridgeMethodObject *)self)->module);
+    return 0;
+}
+
+static void method_dealloc(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+
+    PyObject_GC_UnTrack(self);
+    (void)method_clear(self);
+    type->tp_free(self);
+    Py_DECREF(type);
+}
+
+static PyObject *method_repr(PyObject *self)
+{
+    return PyUnicode_FromFormat("<caibridge method '%s'>",
+                                ((BridgeMethodObject *)self)->name);
+}
+
+static PyObject *method_get_name(PyObject *self, void *unused)
+{
+    return PyUnicode_FromString(((BridgeMethodObject *)self)->name);
+}
+
+static PyObject *method_get_doc(PyObject *self, void *unused)
+{
+    return PyUnicode_FromString(((BridgeMethodObject *)self)->doc);
+}
+
+static PyGetSetDef method_getset[] = {
+    {"__name__", method_get_name, NULL, NULL, NULL},
+    {"__qualname__", method_get_name, NULL, NULL, NULL},
+    {"__doc__", method_get_doc, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyMemberDef method_members[] = {
+    {"__vectorcalloffset__", Py_T_PYSSIZET,
+     offsetof(BridgeMethodObject, vectorcall), Py_READONLY, NULL},
+    {NULL, 0, 0, 0, NULL}};
+
+static PyType_Slot method_slots[] = {
+    {Py_tp_dealloc, method_dealloc},
+    {Py_tp_traverse, method_traverse},
+    {Py_tp_clear, method_clear},
+    {Py_tp_repr, method_repr},
+    {Py_tp_call, PyVectorcall_Call},
+    {Py_tp_descr_get, method_get},
+    {Py_tp_getset, method_getset},
+    {Py_tp_members, method_members},
+    {0, NULL}};
+
+PyType_Spec bridge_method_spec = {
+    "caibridge._BridgeMethod",
+    sizeof(BridgeMethodObject),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
+        Py_TPFLAGS_METHOD_DESCRIPTOR | Py_TPFLAGS_IMMUTABLETYPE |
+        Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    method_slots};
+
+static const char patched_dlpack_doc[] =
+"__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)\n"
+"--\n\n"
+"Export the instance's __cuda_array_interface__ or __array_interface__ as\n"
+"a DLPack capsule (given by caibridge.add_dlpack).\n\n"
+"The same protocol as caibridge.DLPackView.__dlpack__: a versioned capsule\n"
+"when max_version asks for 1.x, else a legacy one (refused for read-only\n"
+"data); stream ordering on CUDA (None: legacy default, -1: none, 0\n"
+"refused); copy=True makes a host copy.  The capsule keeps the instance\n"
+"alive until the consumer's deleter runs.";
+
+static const char patched_dlpack_device_doc[] =
+"__dlpack_device__()\n--\n\n"
+"The (device_type, device_id) of the instance's data (given by\n"
+"caibridge.add_dlpack).";
+
+static PyObject *method_new(cai_state *st, PyObject *module,
+                            vectorcallfunc call, const char *name,
+                            const char *doc)
+{
+    BridgeMethodObject *m =
+        PyObject_GC_New(BridgeMethodObject, st->BridgeMethod_Type);
+
+    if (m == NULL)
+        return NULL;
+    m->vectorcall = call;
+    m->module = Py_NewRef(module);
+    m->name = name;
+    m->doc = doc;
+    PyObject_GC_Track(m);
+    return (PyObject *)m;
+}
+
+/* ------------------------------------------------------------------ */
+/* Patching a class                                                    */
+
+/* Refuses what is not a class, and classes whose attributes are fixed:
+ * built-in and static extension types, and immutable heap types. */
+static int check_patchable(PyObject *cls, const char *fname,
+                           const char *alternative)
+{
+    PyTypeObject *type;
+
+    if (!PyType_Check(cls)) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s() takes a class (or decorates one), got a %.100s "
+                     "instance", fname, Py_TYPE(cls)->tp_name);
+        return -1;
+    }
+    type = (PyTypeObject *)cls;
+    if (!(type->tp_flags & Py_TPFLAGS_HEAPTYPE) ||
+        (type->tp_flags & Py_TPFLAGS_IMMUTABLETYPE)) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s(): %.100s is a built-in or extension type whose "
+                     "attributes cannot be set; use %s on its instances "
+                     "instead", fname, type->tp_name, alternative);
+        return -1;
+    }
+    return 0;
+}
+
+/* The class's own entry for name, when it is one that is not ours. */
+static int check_not_defined(PyObject *cls, PyObject *name,
+                             int (*ours)(PyObject *), const char *fname)
+{
+    PyObject *own = PyDict_GetItemWithError(((PyTypeObject *)cls)->tp_dict,
+                                            name);
+
+    if (own == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (ours(own))
+        return 0;
+    PyErr_Format(PyExc_TypeError,
+                 "%s(): %.100s already defines %U; caibridge does not "
+                 "replace it", fname, ((PyTypeObject *)cls)->tp_name, name);
+    return -1;
+}
+
+/* Our exchange API capsule: its context is the module (a strong
+ * reference, dropped with the capsule). */
+static void bridge_capsule_destructor(PyObject *capsule)
+{
+    Py_XDECREF((PyObject *)PyCapsule_GetContext(capsule));
+}
+
+static int is_bridge_capsule(PyObject *o)
+{
+    return PyCapsule_CheckExact(o) &&
+           PyCapsule_GetDestructor(o) == bridge_capsule_destructor;
+}
+
+static int set_new(PyObject *cls, PyObject *name, PyObject *value)
+{
+    int rc;
+
+    if (value == NULL)
+        return -1;
+    rc = PyObject_SetAttr(cls, name, value);
+    Py_DECREF(value);
+    return rc;
+}
+
+const char add_dlpack_doc[] =
+"add_dlpack($module, cls, /)\n--\n\n"
+"Make a class whose instances have __cuda_array_interface__ or\n"
+"__array_interface__ a DLPack producer: gives it __dlpack__ and\n"
+"__dlpack_device__, and publishes the DLPack C exchange API on it.\n"
+"Returns cls, so it also works as a class decorator:\n\n"
+"    @caibridge.add_dlpack\n"
+"    class MyArray: ...\n"
+"    torch.from_dlpack(MyArray(...))\n\n"
+"The methods read the instance's interface at each call, with the full\n"
+"protocol of DLPackView.__dlpack__ (stream ordering, max_version,\n"
+"dl_device, copy, read-only); each capsule keeps the instance alive until\n"
+"the consumer releases the tensor.  Built-in and extension types cannot\n"
+"take methods: TypeError, use caibridge.as_dlpack(obj) for them.  A class\n"
+"that defines its own __dlpack__ is refused too.";
+
+PyObject *add_dlpack(PyObject *module, PyObject *cls)
+{
+    cai_state *st = PyModule_GetState(module);
+    PyObject *capsule;
+
+    if (check_patchable(cls, "add_dlpack", "caibridge.as_dlpack(obj)") != 0 ||
+        check_not_defined(cls, st->name[N_DLPACK], is_bridge_method,
+                          "add_dlpack") != 0 ||
+        check_not_defined(cls, st->name[N_DLPACK_DEVICE], is_bridge_method,
+                          "add_dlpack") != 0)
+        return NULL;
+    if (set_new(cls, st->name[N_DLPACK],
+                method_new(st, module, patched_dlpack, "__dlpack__",
+                           patched_dlpack_doc)) != 0 ||
+        set_new(cls, st->name[N_DLPACK_DEVICE],
+                method_new(st, module, patched_dlpack_device,
+                           "__dlpack_device__", patched_dlpack_device_doc))
+            != 0)
+        return NULL;
+    /* DLPack 1.3: the exchange API in the producer type's dict, unless the
+     * class publishes one of its own. */
+    capsule = PyDict_GetItemWithError(((PyTypeObject *)cls)->tp_dict,
+                                      st->name[N_EXCHANGE_API]);
+    if (capsule == NULL && PyErr_Occurred())
+        return NULL;
+    if (capsule == NULL || is_bridge_capsule(capsule)) {
+        capsule = PyCapsule_New((void *)(uintptr_t)&bridge_exchange_api,
+                                "dlpack_exchange_api",
+                                bridge_capsule_destructor);
+        if (capsule == NULL)
+            return NULL;
+        if (PyCapsule_SetContext(capsule, Py_NewRef(module)) != 0) {
+            Py_DECREF(module);
+            Py_DECREF(capsule);
+            return NULL;
+        }
+        if (set_new(cls, st->name[N_EXCHANGE_API], capsule) != 0)
+            return NULL;
+    }
+    return Py_NewRef(cls);
+}
+
+/* The state of the module that patched o's class, found through the
+ * exchange API capsule the consumer found too; NULL with TypeError when
+ * the class was not patched. */
+cai_state *bridge_state_of(PyObject *o)
+{
+    PyObject *name, *capsule;
+
+    name = PyUnicode_InternFromString("__dlpack_c_exchange_api__");
+    if (name == NULL)
+        return NULL;
+    capsule = _PyType_Lookup(Py_TYPE(o), name); /* borrowed */
+    Py_DECREF(name);
+    if (capsule == NULL || !is_bridge_capsule(capsule)) {
+        PyErr_Format(PyExc_TypeError,
+                     "%.100s was not given DLPack by caibridge.add_dlpack",
+                     Py_TYPE(o)->tp_name);
+        return NULL;
+    }
+    return PyModule_GetState((PyObject *)PyCapsule_GetContext(capsule));
+}
+
+/* ------------------------------------------------------------------ */
+/* The properties add_array_interface gives a class                    */
+
+static PyObject *interface_get(PyObject *module, PyObject *obj, int is_cuda)
+{
+    return caiview_interface_of_producer(PyModule_GetState(module), obj,
+                                         is_cuda);
+}
+
+static PyObject *get_cai(PyObject *module, PyObject *obj)
+{
+    return interface_get(module, obj, 1);
+}
+
+static PyObject *get_ai(PyObject *module, PyObject *obj)
+{
+    return interface_get(module, obj, 0);
+}
+
+#define LIFETIME_DOC                                                         \
+    "Given by caibridge.add_array_interface.  Each read takes a tensor from\n" \
+    "the instance's __dlpack__ (copy=False: the layout must be the\n"        \
+    "instance's own memory), describes it in a fresh dict and releases it\n" \
+    "before returning.  The lifetime rule is CAI's: the instance keeps its\n" \
+    "memory alive, and the consumer keeps the instance (NumPy makes it the\n" \
+    "array's base); the dict holds no reference.  A producer that copies\n"  \
+    "(IS_COPIED) is refused with BufferError."
+
+static PyMethodDef get_cai_def = {
+    "__cuda_array_interface__", get_cai, METH_O,
+    "CAI version 3 of the instance's CUDA memory (kDLCUDA, kDLCUDAHost,\n"
+    "kDLCUDAManaged); AttributeError for host memory.  The stream entry is\n"
+    "the legacy default stream (1), which __dlpack__ was asked to order.\n\n"
+    LIFETIME_DOC};
+
+static PyMethodDef get_ai_def = {
+    "__array_interface__", get_ai, METH_O,
+    "NumPy's array interface (version 3) of the instance's host memory;\n"
+    "AttributeError for CUDA memory.\n\n" LIFETIME_DOC};
+
+static int is_bridge_property(PyObject *o)
+{
+    PyObject *fget;
+    int ours;
+
+    if (!PyObject_TypeCheck(o, &PyProperty_Type))
+        return 0;
+    fget = PyObject_GetAttrString(o, "fget");
+    if (fget == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    ours = PyCFunction_Check(fget) &&
+           (PyCFunction_GET_FUNCTION(fget) == get_cai ||
+            PyCFunction_GET_FUNCTION(fget) == get_ai);
+    Py_DECREF(fget);
+    return ours;
+}
+
+static PyObject *property_new(PyObject *module, PyMethodDef *def)
+{
+    PyObject *fget = PyCFunction_NewEx(def, module, NULL), *prop;
+
+    if (fget == NULL)
+        return NULL;
+    prop = PyObject_CallOneArg((PyObject *)&PyProperty_Type, fget);
+    Py_DECREF(fget);
+    return prop;
+}
+
+const char add_array_interface_doc[] =
+"add_array_interface($module, cls, /)\n--\n\n"
+"Make a DLPack class (with __dlpack__ and __dlpack_device__) a CAI and\n"
+"array-interface producer: gives it the properties\n"
+"__cuda_array_interface__ (CUDA memory) and __array_interface__ (host\n"
+"memory); each raises AttributeError when the memory is of the other\n"
+"kind, so hasattr probes answer correctly.  Returns cls (a decorator).\n\n"
+"The lifetime rule is CAI's: the instance keeps its memory alive, and a\n"
+"consumer keeps the instance.  Each read asks __dlpack__ for the data\n"
+"without a copy (copy=False), describes it in a fresh dict and releases\n"
+"the tensor before returning; the dict holds no reference.  A producer\n"
+"whose export is a copy (IS_COPIED) is refused with BufferError.  CUDA\n"
+"data is asked for on the legacy default stream, the dict's 'stream'.\n"
+"Built-in and extension types: TypeError, use caibridge.from_dlpack(obj).";
+
+PyObject *add_array_interface(PyObject *module, PyObject *cls)
+{
+    cai_state *st = PyModule_GetState(module);
+
+    if (check_patchable(cls, "add_array_interface",
+                        "caibridge.from_dlpack(obj)") != 0 ||
+        check_not_defined(cls, st->name[N_CAI], is_bridge_property,
+                          "add_array_interface") != 0 ||
+        check_not_defined(cls, st->name[N_AI], is_bridge_property,
+                          "add_array_interface") != 0)
+        return NULL;
+    if (set_new(cls, st->name[N_CAI], property_new(module, &get_cai_def))
+            != 0 ||
+        set_new(cls, st->name[N_AI], property_new(module, &get_ai_def)) != 0)
+        return NULL;
+    return Py_NewRef(cls);
+}

@@ -1,0 +1,127 @@
+"""The CUDA paths of add_dlpack, add_array_interface and CAIView.__dlpack__
+on the recording CUDA runtime double: the device found from the pointer,
+and the consumer's stream made to wait on the producer's with an event.
+Run in a process of its own, like test_cuda_double.py, whose double and
+producers it shares."""
+import numpy as np
+import pytest
+
+import caibridge
+from test_cuda_double import (  # noqa: F401  (cuda, double: fixtures)
+    CONSUMER, DEVICE, DEVICE_PTR, KDLCPU, KDLCUDA, PRODUCER, CudaStream,
+    DeviceArray, cuda, double, event_ordering)
+
+OTHER = 0x7000
+
+
+@caibridge.add_dlpack
+class PatchedDevice(DeviceArray):
+    """A CuPy-free CAI v3 class made a DLPack producer."""
+
+
+def test_patched_cai_class_is_located(cuda):
+    cuda.pointer(DEVICE_PTR, DEVICE, 1)
+    assert PatchedDevice().__dlpack_device__() == (KDLCUDA, 1)
+    assert cuda.log() == [f"cudaPointerGetAttributes({DEVICE_PTR:#x})"]
+
+
+@pytest.mark.parametrize("consumer, seen", [
+    (CONSUMER, CONSUMER), (None, 1), (2, 2), (CudaStream(CONSUMER), CONSUMER),
+])
+def test_patched_dlpack_orders_streams(cuda, consumer, seen):
+    cuda.pointer(DEVICE_PTR, DEVICE, 0)
+    producer = PatchedDevice(stream=PRODUCER)
+    capsule = producer.__dlpack__(stream=consumer, max_version=(1, 0))
+    assert "dltensor_versioned" in repr(capsule)
+    log = cuda.log()
+    assert log[0] == f"cudaPointerGetAttributes({DEVICE_PTR:#x})"
+    assert log[1:] == event_ordering(PRODUCER, seen)
+    assert cuda.live_events() == 0
+
+
+def test_patched_dlpack_refuses_stream_zero_and_host(cuda):
+    cuda.pointer(DEVICE_PTR, DEVICE, 0)
+    producer = PatchedDevice(stream=PRODUCER)
+    with pytest.raises(ValueError, match="stream = 0"):
+        producer.__dlpack__(stream=0)
+    with pytest.raises(BufferError, match="dl_device"):
+        producer.__dlpack__(dl_device=(KDLCPU, 0))
+    with pytest.raises(BufferError, match="copy"):
+        producer.__dlpack__(copy=True)
+    assert not any("cudaEventRecord" in line for line in cuda.log()), \
+        "nothing was ordered for a refused request"
+
+
+def test_patched_no_sync(cuda):
+    cuda.pointer(DEVICE_PTR, DEVICE, 0)
+    PatchedDevice(stream=PRODUCER).__dlpack__(stream=-1)
+    assert cuda.log() == [f"cudaPointerGetAttributes({DEVICE_PTR:#x})"]
+
+
+def test_to_dlpack_dl_device_on_cuda(cuda):
+    cuda.pointer(DEVICE_PTR, DEVICE, 1)
+    caibridge.to_dlpack(DeviceArray(), dl_device=(KDLCUDA, 1))
+    with pytest.raises(BufferError, match="dl_device"):
+        caibridge.to_dlpack(DeviceArray(), dl_device=(KDLCUDA, 0))
+
+
+# ---- a DLPack-only CUDA type gains __cuda_array_interface__ ----
+
+@caibridge.add_array_interface
+class DLPackOnly:
+    """CUDA data behind caibridge's own DLPackView; records each call."""
+
+    def __init__(self, stream=None):
+        self.inner = caibridge.as_dlpack(DeviceArray(stream=stream))
+        self.calls = []
+
+    def __dlpack_device__(self):
+        return self.inner.__dlpack_device__()
+
+    def __dlpack__(self, **kwargs):
+        self.calls.append(kwargs)
+        return self.inner.__dlpack__(**kwargs)
+
+
+def test_dlpack_only_cuda_type_gets_a_cai(cuda):
+    cuda.pointer(DEVICE_PTR, DEVICE, 0)
+    producer = DLPackOnly(stream=PRODUCER)
+    cuda.reset()
+    assert not hasattr(producer, "__array_interface__")
+    assert producer.calls == [], "the probe exported nothing"
+    cai = producer.__cuda_array_interface__
+    assert cai["data"] == (DEVICE_PTR, False)
+    assert cai["stream"] == 1, "ready on the legacy default stream"
+    assert producer.calls == [{"stream": 1, "max_version": (1, 3),
+                               "copy": False}]
+    assert cuda.log() == event_ordering(PRODUCER, 1)
+
+
+# ---- CAIView re-exports with the same stream rules ----
+
+def test_caiview_dlpack_orders_its_stream(cuda):
+    cuda.pointer(DEVICE_PTR, DEVICE, 0)
+    view = caibridge.from_dlpack(caibridge.as_dlpack(DeviceArray()),
+                                 stream=CONSUMER)
+    assert view.__cuda_array_interface__["stream"] == CONSUMER
+    cuda.reset()
+    capsule = view.__dlpack__(stream=OTHER, max_version=(1, 0))
+    assert "dltensor_versioned" in repr(capsule)
+    assert cuda.log() == event_ordering(CONSUMER, OTHER)
+    cuda.reset()
+    view.__dlpack__(stream=CONSUMER)  # the same stream: already in order
+    view.__dlpack__(stream=-1)
+    assert cuda.log() == []
+    with pytest.raises(ValueError, match="stream = 0"):
+        view.__dlpack__(stream=0)
+    with pytest.raises(BufferError, match="copy"):
+        view.__dlpack__(copy=True)
+
+
+def test_caiview_of_cuda_into_a_consumer(cuda):
+    cuda.pointer(DEVICE_PTR, DEVICE, 0)
+    view = caibridge.from_dlpack(caibridge.as_dlpack(DeviceArray()))
+    assert view.__dlpack_device__() == (KDLCUDA, 0)
+    again = caibridge.from_dlpack(view, stream=CONSUMER)
+    assert again.__cuda_array_interface__["data"][0] == DEVICE_PTR
+    np.testing.assert_equal(again.__cuda_array_interface__["shape"], (4,))

@@ -1,0 +1,146 @@
+"""CAIView, what caibridge.from_dlpack returns, is a DLPack producer too:
+its tensor goes on to any DLPack consumer zero-copy, with its flags, and
+the view lives as long as the consumer's tensor."""
+import ctypes
+import weakref
+
+import numpy as np
+import pytest
+
+import caibridge
+from conftest import (DLManagedTensorVersioned, FakeTensor, collect,
+                      consumer, data_pointer, filled)
+
+torch, needs_torch = consumer("torch")
+jax, needs_jax = consumer("jax", "dlpack")
+
+PyCapsule_GetPointer = ctypes.pythonapi.PyCapsule_GetPointer
+PyCapsule_GetPointer.restype = ctypes.c_void_p
+PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+def managed(capsule):
+    return DLManagedTensorVersioned.from_address(
+        PyCapsule_GetPointer(capsule, b"dltensor_versioned"))
+
+
+@needs_torch
+def test_torch_through_caibridge_into_numpy():
+    t = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    result = np.from_dlpack(caibridge.from_dlpack(t))
+    assert result.__array_interface__["data"][0] == t.data_ptr()
+    np.testing.assert_array_equal(result, t.numpy())
+    result[1, 1] = -1
+    assert t[1, 1] == -1, "zero-copy both ways"
+
+
+@needs_torch
+def test_torch_through_caibridge_into_torch():
+    t = torch.arange(10, dtype=torch.int64)[::2]
+    back = torch.from_dlpack(caibridge.from_dlpack(t))
+    assert back.data_ptr() == t.data_ptr()
+    assert back.stride() == t.stride()
+    back[0] = 100
+    assert t[0] == 100
+
+
+@needs_torch
+def test_view_lives_as_long_as_the_tensor():
+    t = torch.arange(6, dtype=torch.float64)
+    view = caibridge.from_dlpack(t)
+    alive = weakref.ref(view)
+    out = torch.from_dlpack(view)
+    del view
+    collect()
+    assert alive() is not None, "the consumer's tensor holds the view"
+    del out
+    collect()
+    assert alive() is None
+
+
+def test_numpy_round_trip_keeps_read_only():
+    a = filled((4,), "int32")
+    a.flags.writeable = False
+    view = caibridge.from_dlpack(a)  # versioned, READ_ONLY
+    assert view.__array_interface__["data"][1] is True
+    result = np.from_dlpack(view)
+    assert not result.flags.writeable
+    assert result.__array_interface__["data"][0] == data_pointer(a)
+    assert managed(view.__dlpack__(max_version=(1, 3))).flags & 1
+    with pytest.raises(BufferError, match="read-only"):
+        view.__dlpack__()  # a legacy capsule cannot say read-only
+
+
+def test_copied_flag_is_kept():
+    fake = FakeTensor(filled((3,), "float32"), flags=2)  # IS_COPIED
+    view = caibridge.from_dlpack(fake.capsule())
+    capsule = view.__dlpack__(max_version=(1, 0))
+    m = managed(capsule)
+    assert m.flags & 2
+    assert m.dl_tensor.data == data_pointer(fake.array)
+    del view, capsule, m
+    collect()
+    assert fake.calls == 1, "the source tensor's deleter ran once, at the end"
+
+
+@needs_torch
+@needs_jax
+def test_legacy_request_of_a_writable_view_into_jax():
+    t = torch.from_numpy(filled((8,), "float32"))
+    view = caibridge.from_dlpack(t)
+    result = jax.dlpack.from_dlpack(view)  # JAX asks for legacy capsules
+    np.testing.assert_array_equal(np.asarray(result), t.numpy())
+
+
+@needs_torch
+def test_protocol_keywords():
+    t = torch.arange(4, dtype=torch.int16)
+    view = caibridge.from_dlpack(t)
+    assert view.__dlpack_device__() == (1, 0)
+    with pytest.raises(BufferError, match="dl_device"):
+        view.__dlpack__(dl_device=(2, 0))
+    with pytest.raises(BufferError, match="stream"):
+        view.__dlpack__(stream=3)
+    view.__dlpack__(dl_device=(1, 0), copy=False)
+    copied = view.__dlpack__(max_version=(1, 0), copy=True)
+    assert managed(copied).flags & 2
+    assert managed(copied).dl_tensor.data != t.data_ptr()
+    np.testing.assert_array_equal(torch.from_dlpack(copied).numpy(),
+                                  t.numpy())
+
+
+@needs_torch
+def test_exchange_api_is_published():
+    capsule = caibridge.CAIView.__dict__["__dlpack_c_exchange_api__"]
+    assert "dlpack_exchange_api" in repr(capsule)
+    t = torch.arange(3.0)
+    before = caibridge._core._foreign_table_imports()
+    again = caibridge.from_dlpack(caibridge.from_dlpack(t))
+    assert caibridge._core._foreign_table_imports() >= before + 1
+    assert again.__array_interface__["data"][0] == t.data_ptr()
+
+
+def test_exchange_table_from_c():
+    """CAIView's table driven as a C consumer drives it: the tensor keeps
+    READ_ONLY and holds the view until its deleter runs."""
+    from test_exchange_api import FROM_PY, ExchangeAPI
+    api = ExchangeAPI.from_address(PyCapsule_GetPointer(
+        caibridge.CAIView.__dict__["__dlpack_c_exchange_api__"],
+        b"dlpack_exchange_api"))
+    assert not api.dltensor_from_py, "no borrowed DLTensor is offered"
+    a = filled((3, 2), "float32")
+    a.flags.writeable = False
+    view = caibridge.from_dlpack(a)
+    alive = weakref.ref(view)
+    out = ctypes.POINTER(DLManagedTensorVersioned)()
+    assert FROM_PY(api.from_py)(view, ctypes.byref(out)) == 0
+    assert out.contents.flags & 1, "READ_ONLY kept"
+    assert out.contents.dl_tensor.data == data_pointer(a)
+    del view
+    collect()
+    assert alive() is not None, "the tensor holds the view"
+    out.contents.deleter(out)
+    collect()
+    assert alive() is None
+    with pytest.raises(TypeError, match="CAIView"):
+        FROM_PY(api.from_py)(a, ctypes.byref(out))
