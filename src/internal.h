@@ -35,8 +35,27 @@ int cai_element_count(int ndim, const int64_t *shape, int64_t *count);
 
 /* The lowest (<= 0) and highest (>= 0) byte offsets that strides reach from
  * the first element over the axes longer than 1, itemsize not included;
- * returns -1, or the first axis where a product or sum overflows. */
-int cai_strided_span(int ndim, const int64_t *shape, const int64_t *strides,
-                     int64_t *lo, int64_t *hi);
+ * returns -1, or the first axis where a product or sum overflows.  Inline:
+ * the descriptor check runs it on every strided hand-over. */
+static inline int cai_strided_span(int ndim, const int64_t *shape,
+                                   const int64_t *strides, int64_t *lo,
+                                   int64_t *hi)
+{
+    int64_t below = 0, above = 0, span;
+    int i;
+
+    for (i = 0; i < ndim; i++) {
+        /* An axis of length 0 or 1 never applies its stride. */
+        if (shape[i] <= 1)
+            continue;
+        if (__builtin_mul_overflow(strides[i], shape[i] - 1, &span) ||
+            (span < 0 ? __builtin_add_overflow(below, span, &below)
+                      : __builtin_add_overflow(above, span, &above)))
+            return i;
+    }
+    *lo = below;
+    *hi = above;
+    return -1;
+}
 
 #endif

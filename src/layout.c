@@ -116,26 +116,6 @@ int cai_is_c_contiguous(int ndim, const int64_t *shape,
     return 1;
 }
 
-int cai_strided_span(int ndim, const int64_t *shape, const int64_t *strides,
-                     int64_t *lo, int64_t *hi)
-{
-    int64_t below = 0, above = 0, span;
-    int i;
-
-    for (i = 0; i < ndim; i++) {
-        /* An axis of length 0 or 1 never applies its stride. */
-        if (shape[i] <= 1)
-            continue;
-        if (__builtin_mul_overflow(strides[i], shape[i] - 1, &span) ||
-            (span < 0 ? __builtin_add_overflow(below, span, &below)
-                      : __builtin_add_overflow(above, span, &above)))
-            return i;
-    }
-    *lo = below;
-    *hi = above;
-    return -1;
-}
-
 int cai_layout_extent(int ndim, const int64_t *shape,
                       const int64_t *strides_bytes, int64_t itemsize,
                       int64_t byte_offset, int64_t *lo, int64_t *hi,

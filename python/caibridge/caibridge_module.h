@@ -3,11 +3,11 @@
  * it owns in its state (cai_state), one per interpreter that imports it;
  * nothing in these files is mutable at file level.  The map of the files:
  *
- *   module.c      init, module state, as_dlpack and to_dlpack
+ *   module.c      init, module state, to_dlpack
  *   interface.c   reading __cuda_array_interface__ / __array_interface__
  *   args.c        integers, devices, streams, max_version, keywords
  *   streams.c     the consumer-stream rules and stream ordering
- *   dlpackview.c  DLPackView (as_dlpack's result) and copies
+ *   dlpackview.c  as_dlpack and its DLPackView, copies
  *   caiview.c     CAIView and from_dlpack
  *   capsule.c     capsules, deleters, releasing owners on any thread
  *   exchange.c    both sides of the DLPack C exchange API
@@ -111,7 +111,7 @@ PyObject *readonly_legacy_error(void);
 int parse_keywords(const char *fname, PyObject *const *kwvalues,
                    PyObject *kwnames, PyObject *const names[],
                    PyObject **values, int count);
-int check_positional(const char *fname, Py_ssize_t nargs,
+int positional_error(const char *fname, Py_ssize_t nargs,
                      Py_ssize_t expected);
 int read_int64(PyObject *o, const char *field, Py_ssize_t index,
                int64_t *out);
@@ -119,8 +119,7 @@ Py_ssize_t read_int_tuple(PyObject *o, const char *field, int64_t *out);
 int read_device_tuple(cai_state *st, PyObject *o, const char *what,
                       DLDevice *out);
 int read_stream(cai_state *st, PyObject *o, int *given, intptr_t *out);
-int wants_versioned(PyObject *o);
-int read_copy(PyObject *o);
+int read_max_version(PyObject *o);
 int check_dl_device(cai_state *st, PyObject *dl_device, DLDevice have);
 const char *device_type_name(int32_t type);
 
@@ -147,6 +146,32 @@ static inline int match_keywords(const char *fname, PyObject *const *kwvalues,
         values[j] = kwvalues[i];
     }
     return 0;
+}
+
+/* The small checks of every call, inline: each is a test or two. */
+static inline int check_positional(const char *fname, Py_ssize_t nargs,
+                                   Py_ssize_t expected)
+{
+    return nargs == expected ? 0 : positional_error(fname, nargs, expected);
+}
+
+/* 1 when max_version asks for a versioned tensor, 0 for legacy. */
+static inline int wants_versioned(PyObject *o)
+{
+    return o == NULL || o == Py_None ? 0 : read_max_version(o);
+}
+
+/* __dlpack__'s copy: True, False or None (NULL: not given). */
+static inline int read_copy(PyObject *o)
+{
+    if (o == NULL || o == Py_None || o == Py_False)
+        return 0;
+    if (o == Py_True)
+        return 1;
+    PyErr_Format(PyExc_TypeError,
+                 "copy must be True, False or None, got %.100s",
+                 Py_TYPE(o)->tp_name);
+    return -1;
 }
 
 /* A (device_type, device_id) pair as __dlpack_device__ returns it; the
@@ -215,7 +240,7 @@ static inline int small_int(PyObject *o, int64_t *out)
 
 /* interface.c */
 void index_entry_keys(cai_state *st);
-int describe(cai_state *st, PyObject *obj, PyObject *device, int validate,
+int describe(cai_state *st, PyObject *obj, PyObject *device, int64_t *elem,
              cai_desc_t *d, PyObject **keep);
 
 /* buffer.c */
@@ -308,12 +333,9 @@ typedef struct {
     DLDataType dtype;
     DLDevice device;
     int ndim;
-    int readonly;
-    int version;
-    int has_strides;
-    int has_stream;
-    int sync;
-    int readonly_legacy_ok;
+    /* Flags, kept small: the object fits a smaller allocation class. */
+    unsigned char readonly, version, has_strides, has_stream, sync,
+        readonly_legacy_ok;
     intptr_t stream;
     cai_state *st;  /* the module's state (the type keeps the module) */
     cai_home *home; /* the module's (NULL in the main interpreter) */
@@ -335,8 +357,9 @@ void contiguous_desc(cai_desc_t *c, void *data, int ndim,
                      const int64_t *shape, DLDataType dtype, DLDevice device);
 void view_dealloc(PyObject *self);
 PyObject *copy_to_capsule(cai_state *st, const cai_desc_t *d, int versioned);
-PyObject *view_new(cai_state *st, PyObject *obj, const cai_desc_t *d,
-                   PyObject *keep, int sync, int readonly_legacy_ok);
+extern const char as_dlpack_doc[];
+PyObject *as_dlpack(PyObject *module, PyObject *const *args,
+                    Py_ssize_t nargs, PyObject *kwnames);
 void view_to_header(const DLPackViewObject *v, cai_desc_t *d);
 
 /* Our views in any interpreter: the types are per module, their

@@ -114,16 +114,20 @@ static int xapi_managed_from_py(void *py_object,
 }
 
 /* No object of ours is at hand: the module of the calling interpreter
- * (imported there if it was not) makes the view. */
+ * (found in sys.modules, or imported there) makes the view. */
 static int xapi_managed_to_py(DLManagedTensorVersioned *tensor,
                               void **out_py_object)
 {
-    PyObject *module = PyImport_ImportModule("caibridge._core");
-    PyObject *v, *legacy_stream = PyLong_FromLong(CAI_STREAM_LEGACY);
+    PyObject *name = PyUnicode_FromString("caibridge._core");
+    PyObject *module = name == NULL ? NULL : PyImport_GetModule(name);
+    PyObject *v, *legacy_stream;
 
-    if (module == NULL || legacy_stream == NULL) {
+    if (module == NULL && name != NULL && !PyErr_Occurred())
+        module = PyImport_Import(name);
+    Py_XDECREF(name);
+    legacy_stream = module == NULL ? NULL : PyLong_FromLong(CAI_STREAM_LEGACY);
+    if (legacy_stream == NULL) {
         Py_XDECREF(module);
-        Py_XDECREF(legacy_stream);
         *out_py_object = NULL;
         delete_tensor(tensor, 1);
         return -1;

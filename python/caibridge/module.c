@@ -1,8 +1,8 @@
 /*
  * caibridge._core: the CPython face of the C core, and this file its
  * module: multi-phase init, the module state (one per interpreter that
- * imports it), and the module's functions as_dlpack and to_dlpack
- * (from_dlpack is in caiview.c).
+ * imports it), and to_dlpack (as_dlpack is in dlpackview.c, from_dlpack in
+ * caiview.c).
  *
  * Every conversion goes through the core library (src/); the module only
  * reads Python descriptors into cai_desc_t, wraps tensors in capsules and
@@ -17,39 +17,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-PyDoc_STRVAR(as_dlpack_doc,
-"as_dlpack(obj, *, device=None, sync=True, allow_readonly_legacy=False)\n"
-"--\n\n"
-"Wrap a CAI or array-interface producer as a DLPack producer.\n\n"
-"Reads obj.__cuda_array_interface__ (CUDA memory) or else\n"
-"obj.__array_interface__ (host memory), checks it, and returns a\n"
-"DLPackView whose __dlpack__ hands out zero-copy capsules that keep obj\n"
-"alive.  device=(device_type, device_id) skips the CUDA pointer lookup.\n"
-"sync=False turns off stream ordering for this view.  A read-only array is\n"
-"exported as a legacy capsule only with allow_readonly_legacy=True.\n\n"
-"Raises TypeError or ValueError for a malformed descriptor, BufferError\n"
-"when it cannot be exported, caibridge.CUDAError when CUDA fails.");
-
-static PyObject *as_dlpack(PyObject *module, PyObject *const *args,
-                           Py_ssize_t nargs, PyObject *kwnames)
-{
-    cai_state *st = PyModule_GetState(module);
-    PyObject *values[3] = {NULL, NULL, NULL}, *keep;
-    cai_desc_t d;
-    int sync, ro_ok;
-
-    if (check_positional("as_dlpack", nargs, 1) != 0 ||
-        match_keywords("as_dlpack", args + nargs, kwnames, st->kw_as_dlpack,
-                       values, 3) != 0)
-        return NULL;
-    if ((sync = read_flag(values[1], "sync", 1)) < 0 ||
-        (ro_ok = read_flag(values[2], "allow_readonly_legacy", 0)) < 0)
-        return NULL;
-    if (describe(st, args[0], values[0], 1, &d, &keep) != 0)
-        return NULL;
-    return view_new(st, args[0], &d, keep, sync, ro_ok);
-}
 
 PyDoc_STRVAR(to_dlpack_doc,
 "to_dlpack(obj, *, max_version=None, device=None, stream=None, sync=True,\n"
@@ -171,10 +138,11 @@ PyObject *object_export(cai_state *st, PyObject *obj, PyObject *device,
 {
     PyObject *keep, *owner;
     cai_desc_t d;
+    int64_t elem[CAI_MAX_NDIM];
     void *tensor;
 
     /* A copy reads the data here: checked first. */
-    if (describe(st, obj, device, req->copy, &d, &keep) != 0)
+    if (describe(st, obj, device, req->copy ? elem : NULL, &d, &keep) != 0)
         return NULL;
     if (request_prepare(st, &d, req) != 0) {
         Py_XDECREF(keep);
@@ -206,7 +174,7 @@ int object_tensor(cai_state *st, PyObject *obj, void **out)
     PyObject *keep, *owner;
     cai_desc_t d;
 
-    if (describe(st, obj, NULL, 0, &d, &keep) != 0)
+    if (describe(st, obj, NULL, NULL, &d, &keep) != 0)
         return -1;
     if (d.has_stream && order_streams(st, &d, CAI_STREAM_LEGACY, 1) != 0) {
         Py_XDECREF(keep);

@@ -21,7 +21,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "python"))
 
-from test_cuda_double import (DEVICE, DEVICE_PTR, KDLCPU, KDLCUDA,  # noqa
+from test_stream_order import (DEVICE, DEVICE_PTR, KDLCPU, KDLCUDA,  # noqa
                               KDLCUDAHOST, MANAGED, PINNED, PRODUCER,
                               DeviceArray, caibridge, cuda, double)
 from conftest import (DLDevice, DLManagedTensorVersioned, DLPackVersion,  # noqa

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from test_cuda_double import (DEVICE, DEVICE_PTR, KDLCPU, KDLCUDA,  # noqa
+from test_stream_order import (DEVICE, DEVICE_PTR, KDLCPU, KDLCUDA,  # noqa
                               KDLCUDAHOST, KDLCUDAMANAGED, MANAGED, PINNED,
                               PRODUCER, CONSUMER, CudaStream, DeviceArray,
                               caibridge, cuda, double)
@@ -209,12 +209,12 @@ def test_cpu_device_is_accepted_for_host_accessible_memory(cuda, kind):
     back = caibridge.from_dlpack(capsule)
     assert back.__dlpack_device__() == (KDLCPU, 0)
     assert back.__array_interface__["data"][0] == DEVICE_PTR
-    # -1: the consumer orders itself; a stream handle makes no sense there.
+    # kDLCPU takes stream=None only (DLPack), -1 included.
     cuda.reset()
-    view.__dlpack__(dl_device=(KDLCPU, 0), stream=-1)
+    for stream in (-1, CONSUMER):
+        with pytest.raises(BufferError, match="only None is valid"):
+            view.__dlpack__(dl_device=(KDLCPU, 0), stream=stream)
     assert ordering(cuda.log()) == []
-    with pytest.raises(BufferError, match="only None is valid"):
-        view.__dlpack__(dl_device=(KDLCPU, 0), stream=CONSUMER)
 
 
 def test_host_accessible_memory_with_a_stream_waits_on_the_device(cuda):

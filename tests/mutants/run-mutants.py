@@ -34,6 +34,7 @@ TOP = os.path.dirname(os.path.dirname(HERE))
 # all' rebuilds the module.  '-o' keeps make from relinking them anyway.
 LIBRARY_DIRS = ("src/", "python/")
 KEEP_PROGRAMS = ["-o", "src/libcaibridge.la", "-o", "src/libcaibridge-core.la"]
+STAGE = "python/stage/caibridge/.stamp"
 FIELDS = ("name", "file", "after", "from", "to", "tests", "why")
 
 
@@ -131,6 +132,8 @@ def main():
                     "temporary one, removed")
     ap.add_argument("names", nargs="*")
     args = ap.parse_args()
+    # A stopped run still removes its temporary tree (the finally below).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("mutants: stopped"))
 
     mutants = parse(args.list)
     if args.names:
@@ -205,6 +208,10 @@ def main():
                 # Two runs: one make building 'all' and a program that
                 # needs the library would build the library twice at once.
                 rc, _ = run(["make", f"-j{jobs}", "all"], build, mlog)
+                if rc == 0 and any(t.endswith(".py") for t in m["tests"]):
+                    # The Python tests import the staged module, which
+                    # check-TESTS alone does not refresh.
+                    rc, _ = run(["make", STAGE], build, mlog + ".stage")
                 if rc == 0 and not m["file"].startswith(LIBRARY_DIRS):
                     rc, _ = run(["make", f"-j{jobs}"] +
                                 tests_make_args(m["tests"]), build,

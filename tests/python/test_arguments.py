@@ -103,6 +103,19 @@ def test_host_stream_rules():
         caibridge.to_dlpack(HostProducer(filled((2,), "float32")), stream=1)
 
 
+@pytest.mark.parametrize("sync", [True, False])
+def test_cuda_stream_rules(sync):
+    """Checked whether or not there is anything to order: this producer
+    names no stream (and sync=False turns ordering off)."""
+    view = caibridge.as_dlpack(CAIProducer(GOOD), device=(2, 0), sync=sync)
+    for stream in (None, -1, 1, 2, 0x7F00DEADBEEF):
+        assert view.__dlpack__(stream=stream) is not None
+    with pytest.raises(ValueError, match="stream = 0 is disallowed"):
+        view.__dlpack__(stream=0)
+    with pytest.raises(ValueError, match="stream = -7 is not a stream"):
+        view.__dlpack__(stream=-7)
+
+
 def test_dl_device_rules():
     view = caibridge.as_dlpack(HostProducer(filled((2,), "float32")))
     assert view.__dlpack__(dl_device=(1, 0)) is not None

@@ -259,16 +259,23 @@ def test_foreign_table_current_work_stream_reported(work, reported):
     assert foreign.tensors[0].calls == 1, "the view ran the deleter once"
 
 
-def test_foreign_table_no_work_stream_when_not_needed():
+def test_foreign_table_work_stream_even_unordered():
+    # stream=-1 orders nothing: the CAI stream is still the one the table
+    # says the data is ready on (None would claim it is ready now).
     foreign = ForeignTable(device=(2, 0))
+    foreign.work = 0x5000
     view = caibridge.from_dlpack(foreign.producer_type(filled((2,), "int8")),
                                  stream=-1)
-    assert view.__cuda_array_interface__["stream"] is None
+    assert view.__cuda_array_interface__["stream"] == 0x5000
+    assert foreign.asked == [(2, 0)]
+
+
+def test_foreign_table_no_work_stream_for_host_data():
     host = ForeignTable(device=(1, 0))
     array = filled((2,), "int8")
     view = caibridge.from_dlpack(host.producer_type(array))
     assert view.__array_interface__["data"][0] == data_pointer(array)
-    assert foreign.asked == [] and host.asked == []
+    assert host.asked == []
 
 
 def test_foreign_table_work_stream_failure():

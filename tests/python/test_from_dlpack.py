@@ -274,18 +274,25 @@ class Stream:
 
 @pytest.mark.parametrize("stream, asked, reported", [
     (None, 1, 1),  # the legacy default stream, as the DLPack spec says
-    (-1, -1, None),
     (1, 1, 1),
     (2, 2, 2),
     (0x7F00DEADBEEF, 0x7F00DEADBEEF, 0x7F00DEADBEEF),
     (Stream(), 1234, 1234),
-], ids=["None", "-1", "legacy", "per-thread", "handle", "__cuda_stream__"])
+], ids=["None", "legacy", "per-thread", "handle", "__cuda_stream__"])
 def test_cuda_producer_asked_for_the_consumer_stream(stream, asked, reported):
     producer = RecordingCUDAProducer(filled((4,), "float32"))
     kwargs = {} if stream is None else {"stream": stream}
     back = caibridge.from_dlpack(producer, **kwargs)
     assert producer.streams == [asked], "the stream handed to __dlpack__"
     assert back.__cuda_array_interface__["stream"] == reported
+
+
+def test_cuda_producer_unordered_is_refused():
+    # -1 orders nothing and __dlpack__ names no stream: the CAI dict could
+    # only say "stream: None", which claims the data is ready.
+    producer = RecordingCUDAProducer(filled((4,), "float32"))
+    with pytest.raises(ValueError, match="stream = -1"):
+        caibridge.from_dlpack(producer, stream=-1)
 
 
 def test_host_producer_asked_for_no_stream():

@@ -435,10 +435,17 @@ def test_a_stream_below_minus_1_is_refused(stream):
 
 
 @pytest.mark.parametrize("stream, written", [
-    (1, 1), (2, 2), (-1, None), (12345, 12345)])
+    (1, 1), (2, 2), (12345, 12345)])
 def test_the_stream_written_into_a_cai_dict(stream, written):
     view = caibridge.from_dlpack(cuda_capsule(), stream=stream)
     assert view.__cuda_array_interface__["stream"] == written
+
+
+def test_unordered_cuda_capsule_is_refused():
+    # -1 orders nothing and a capsule names no stream: "stream: None" would
+    # claim the data is ready.
+    with pytest.raises(ValueError, match="stream = -1"):
+        caibridge.from_dlpack(cuda_capsule(), stream=-1)
 
 
 class CountingStream:
