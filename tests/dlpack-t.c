@@ -712,6 +712,83 @@ static int same_desc(const cai_desc_t *a, const cai_desc_t *b)
     return 1;
 }
 
+/*
+ * Each side's own addressing rule, written here from the two specs rather
+ * than taken from caibridge: CAI, the pointer plus index times byte stride
+ * (C order in bytes when there are no strides); DLPack, data plus
+ * byte_offset plus index times element stride times the item size (C order
+ * in elements when strides is NULL).  Exact: a product or sum that
+ * overflows makes the address unknown (-1 from these).
+ */
+static int cai_address(const cai_desc_t *d, const int64_t *idx,
+                       uintptr_t *out)
+{
+    int64_t itemsize = (d->dtype.bits * d->dtype.lanes + 7) / 8, off = 0;
+    int64_t step = itemsize, term;
+    int i;
+
+    for (i = d->ndim - 1; i >= 0; i--) {
+        int64_t stride = d->has_strides ? d->strides[i] : step;
+
+        if (__builtin_mul_overflow(idx[i], stride, &term) ||
+            __builtin_add_overflow(off, term, &off))
+            return -1;
+        step *= d->shape[i];
+    }
+    *out = (uintptr_t)d->data + (uintptr_t)off;
+    return 0;
+}
+
+static int dl_address(const DLTensor *t, const int64_t *idx, uintptr_t *out)
+{
+    int64_t itemsize = (t->dtype.bits * t->dtype.lanes + 7) / 8, off = 0;
+    int64_t step = 1, term;
+    int i;
+
+    for (i = t->ndim - 1; i >= 0; i--) {
+        int64_t stride = t->strides != NULL ? t->strides[i] : step;
+
+        if (__builtin_mul_overflow(idx[i], stride, &term) ||
+            __builtin_mul_overflow(term, itemsize, &term) ||
+            __builtin_add_overflow(off, term, &off))
+            return -1;
+        step *= t->shape[i];
+    }
+    *out = (uintptr_t)t->data + (uintptr_t)t->byte_offset + (uintptr_t)off;
+    return 0;
+}
+
+/* Every element of d has the same address in t, by each spec's own rule;
+ * the shapes must agree first. */
+static int same_elements(const cai_desc_t *d, const DLTensor *t)
+{
+    int64_t idx[CAI_MAX_NDIM] = {0};
+    int i;
+
+    if (t->ndim != d->ndim)
+        return 0;
+    for (i = 0; i < d->ndim; i++)
+        if (t->shape[i] != d->shape[i])
+            return 0;
+    for (i = 0; i < d->ndim; i++)
+        if (d->shape[i] == 0)
+            return 1; /* no element */
+    for (;;) {
+        uintptr_t a, b;
+
+        if (cai_address(d, idx, &a) != 0 || dl_address(t, idx, &b) != 0 ||
+            a != b) {
+            diag("element differs or overflows at index [%lld, ...]",
+                 (long long)(d->ndim > 0 ? idx[0] : 0));
+            return 0;
+        }
+        for (i = d->ndim - 1; i >= 0 && ++idx[i] == d->shape[i]; i--)
+            idx[i] = 0;
+        if (i < 0)
+            return 1;
+    }
+}
+
 static void round_trip(const cai_desc_t *d, const char *what)
 {
     DLManagedTensorVersioned *v = NULL;
@@ -723,6 +800,9 @@ static void round_trip(const cai_desc_t *d, const char *what)
     is_int(0, cai_desc_to_dlpack_versioned(d, 0, &released, count_release, &v,
                                            NULL),
            "round trip %s: to versioned", what);
+    ok(v && same_elements(d, &v->dl_tensor),
+       "round trip %s: versioned addresses every element where CAI does",
+       what);
     ok(v && cai_desc_from_dlpack_versioned(v, &back, NULL) == 0 &&
            same_desc(d, &back),
        "round trip %s: desc -> versioned -> desc is the same", what);
@@ -735,6 +815,8 @@ static void round_trip(const cai_desc_t *d, const char *what)
     memset(&back, 0x33, sizeof back);
     is_int(0, cai_desc_to_dlpack(d, 0, &released, count_release, &l, NULL),
            "round trip %s: to legacy", what);
+    ok(l && same_elements(d, &l->dl_tensor),
+       "round trip %s: legacy addresses every element where CAI does", what);
     ok(l && cai_desc_from_dlpack(l, &back, NULL) == 0 && same_desc(d, &back),
        "round trip %s: desc -> legacy -> desc is the same", what);
     if (l)
@@ -800,9 +882,51 @@ static void test_round_trips(void)
     }
 }
 
+/* Foreign tensors, written here as a producer would, read by the core:
+ * the descriptor must address every element where the tensor does. */
+static void test_foreign_addresses(void)
+{
+    static const struct {
+        const char *what;
+        int ndim;
+        int64_t shape[3], strides[3];
+        int null_strides;
+        uint64_t byte_offset;
+        uint8_t code, bits;
+    } cases[] = {
+        {"C order, strides NULL", 2, {3, 4}, {0, 0}, 1, 0, kDLFloat, 32},
+        {"transposed", 2, {4, 3}, {1, 4}, 0, 0, kDLFloat, 64},
+        {"reversed rows, byte_offset", 2, {3, 4}, {-4, 1}, 0, 96, kDLInt, 16},
+        {"broadcast and strided", 3, {2, 3, 2}, {0, 2, -1}, 0, 8, kDLUInt, 8},
+        {"row slice of complex64", 2, {2, 3}, {6, 1}, 0, 0, kDLComplex, 64},
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        DLTensor t;
+        cai_desc_t d;
+        int64_t shape[3], strides[3];
+
+        memcpy(shape, cases[i].shape, sizeof shape);
+        memcpy(strides, cases[i].strides, sizeof strides);
+        memset(&t, 0, sizeof t);
+        t.data = buffer;
+        t.device.device_type = kDLCPU;
+        t.ndim = cases[i].ndim;
+        t.dtype = dtype(cases[i].code, cases[i].bits, 1);
+        t.shape = shape;
+        t.strides = cases[i].null_strides ? NULL : strides;
+        t.byte_offset = cases[i].byte_offset;
+        ok(cai_desc_from_dltensor(&t, &d, NULL) == 0 && same_elements(&d, &t),
+           "foreign %s: the descriptor addresses every element where the "
+           "tensor does", cases[i].what);
+    }
+}
+
 int main(void)
 {
-    plan(307);
+    plan(307 + 13 + 5);
+    test_foreign_addresses();
     test_to_versioned();
     test_to_legacy();
     test_failures();

@@ -69,3 +69,13 @@ check-valgrind:
 	test $$failed = 0
 .PHONY: check-valgrind
 MOSTLYCLEANFILES += $(VALGRIND_TESTS:=.valgrind.log)
+
+# make check-mutants: each one-line mutation of tests/mutants/list, applied
+# to a copy of the tree and rebuilt, must make one of the tests it names
+# fail (tests/mutants/run-mutants.py; MUTANTS='name ...' runs some only).
+EXTRA_DIST += tests/mutants/list tests/mutants/run-mutants.py
+check-mutants:
+	py='$(PYTHON)'; case $$py in ''|:) py=python3 ;; esac; \
+	$$py $(srcdir)/tests/mutants/run-mutants.py \
+	  --list $(srcdir)/tests/mutants/list $(MUTANTS)
+.PHONY: check-mutants

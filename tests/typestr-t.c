@@ -24,6 +24,7 @@ static const struct good goods[] = {
      * for one byte, and leading zeros are a size like any other. */
     {"f4", kDLFloat, 32, "<f4"},       {"u1", kDLUInt, 8, "|u1"},
     {">u1", kDLUInt, 8, "|u1"},        {">b1", kDLBool, 8, "|b1"},
+    {">i1", kDLInt, 8, "|i1"},
     {"<f04", kDLFloat, 32, "<f4"},
 };
 
@@ -47,7 +48,7 @@ static const struct bad bads[] = {
     {"|O", CAI_EUNSUPPORTED, "kind 'O'"},
     {"<f16", CAI_EUNSUPPORTED, "long double"},
     {"<c32", CAI_EUNSUPPORTED, "long double"},
-    {">f16", CAI_EUNSUPPORTED, "native byte order"},
+    {">f16", CAI_EUNSUPPORTED, "long double"},
     /* Not NumPy types at all: malformed, not merely unexportable. */
     {"<f3", CAI_EINVAL, "no kind 'f' of 3 bytes"},
     {">f3", CAI_EINVAL, "no kind 'f' of 3 bytes"},

@@ -9,6 +9,10 @@ CAI_PYTHON_TESTS = \
 	tests/python/test_exchange_api.py \
 	$(empty)
 
+# The C core against NumPy through ctypes (cai_typestr_parse, contiguity,
+# cai_layout_extent).
+CAI_PYTHON_TESTS += tests/python/test_core_oracle.py
+
 # Hardening (issue 6, helper "harden"): hostile input, leak soak, threads.
 CAI_PYTHON_TESTS += tests/python/test_hostile.py tests/python/test_soak.py \
 	tests/python/test_threads.py
