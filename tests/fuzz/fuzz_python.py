@@ -207,11 +207,27 @@ def keywords(fdp, names):
     return kw
 
 
+def elements(shape):
+    """The element count of a shape of ints, else None."""
+    try:
+        n = 1
+        for x in shape:
+            n *= int(x)
+        return n
+    except Exception:
+        return None
+
+
 def exercise_producer(fdp):
     p, cuda, buffer = interface(fdp)
     # The pointer's memory is known only for buffers: only then are the
-    # bytes read (a copy in C, under ASan), and only then on the host.
-    readable = buffer is not None and not cuda
+    # bytes read (a copy in C, under ASan), and only then on the host.  A
+    # broadcast (zero-stride) layout may fit a small buffer with 2**40
+    # elements: its copy is a real allocation, left out.
+    count = elements(p.iface.get("shape", ()) if hasattr(p, "iface")
+                     else ())
+    readable = (buffer is not None and not cuda and count is not None and
+                count <= 2**16)
     if fdp.ConsumeBool():
         kw = keywords(fdp, ["device", "sync", "allow_readonly_legacy"])
         if cuda and "device" not in kw:
@@ -385,12 +401,14 @@ def exercise_exchange(fdp):
     if op == 0:
         m = tensor(fdp, True)
         proto = m.dl_tensor
-        if proto.shape:  # the allocator really allocates: stay small
-            for i in range(max(proto.ndim, 0)):
-                if 0 <= proto.shape[i] <= 4 or proto.shape[i] < 0 or \
-                        fdp.ConsumeBool():
-                    continue
-                proto.shape[i] = 4
+        if proto.shape and 0 <= proto.ndim <= 64:
+            # The allocator really allocates (and the bytes are read): a
+            # size that fits in 64 bits stays small; one that overflows is
+            # kept, to be refused.
+            n = elements(proto.shape[i] for i in range(proto.ndim))
+            if n is not None and 2**16 < n * 16 < 2**63:
+                for i in range(proto.ndim):
+                    proto.shape[i] = min(proto.shape[i], 1)
         out = ctypes.c_void_p()
         if ALLOCATE(ctypes.byref(proto), ctypes.byref(out), None,
                     ON_ERROR) == 0:
