@@ -36,10 +36,9 @@ int parse_keywords(const char *fname, PyObject *const *kwvalues,
     return 0;
 }
 
-int check_positional(const char *fname, Py_ssize_t nargs, Py_ssize_t expected)
+/* check_positional's error. */
+int positional_error(const char *fname, Py_ssize_t nargs, Py_ssize_t expected)
 {
-    if (nargs == expected)
-        return 0;
     PyErr_Format(PyExc_TypeError,
                  "%s() takes %zd positional argument%s but %zd were given",
                  fname, expected, expected == 1 ? "" : "s", nargs);
@@ -219,13 +218,11 @@ int read_stream(cai_state *st, PyObject *o, int *given, intptr_t *out)
     return 0;
 }
 
-/* 1 when max_version asks for a versioned tensor, 0 for legacy. */
-int wants_versioned(PyObject *o)
+/* wants_versioned for a max_version given (not None). */
+int read_max_version(PyObject *o)
 {
     int64_t major, minor;
 
-    if (o == NULL || o == Py_None)
-        return 0;
     if (!PyTuple_Check(o) || PyTuple_GET_SIZE(o) != 2) {
         PyErr_Format(PyExc_TypeError,
                      "max_version must be a (major, minor) tuple or None, "
@@ -236,18 +233,4 @@ int wants_versioned(PyObject *o)
         read_int64(PyTuple_GET_ITEM(o, 1), "max_version[1]", -1, &minor) != 0)
         return -1;
     return major >= 1;
-}
-
-/* __dlpack__'s copy: True, False or None (NULL: not given). */
-int read_copy(PyObject *o)
-{
-    if (o == NULL || o == Py_None)
-        return 0;
-    if (!PyBool_Check(o)) {
-        PyErr_Format(PyExc_TypeError,
-                     "copy must be True, False or None, got %.100s",
-                     Py_TYPE(o)->tp_name);
-        return -1;
-    }
-    return o == Py_True;
 }

@@ -3,11 +3,11 @@
  * it owns in its state (cai_state), one per interpreter that imports it;
  * nothing in these files is mutable at file level.  The map of the files:
  *
- *   module.c      init, module state, as_dlpack and to_dlpack
+ *   module.c      init, module state, to_dlpack
  *   interface.c   reading __cuda_array_interface__ / __array_interface__
  *   args.c        integers, devices, streams, max_version, keywords
  *   streams.c     the consumer-stream rules and stream ordering
- *   dlpackview.c  DLPackView (as_dlpack's result) and copies
+ *   dlpackview.c  as_dlpack and its DLPackView, copies
  *   caiview.c     CAIView and from_dlpack
  *   capsule.c     capsules, deleters, releasing owners on any thread
  *   exchange.c    both sides of the DLPack C exchange API
@@ -21,7 +21,6 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include "caibridge.h"
 /* The core's private fast path: a tensor from an already checked layout. */
@@ -106,7 +105,7 @@ PyObject *readonly_legacy_error(void);
 int parse_keywords(const char *fname, PyObject *const *kwvalues,
                    PyObject *kwnames, PyObject *const names[],
                    PyObject **values, int count);
-int check_positional(const char *fname, Py_ssize_t nargs,
+int positional_error(const char *fname, Py_ssize_t nargs,
                      Py_ssize_t expected);
 int read_int64(PyObject *o, const char *field, Py_ssize_t index,
                int64_t *out);
@@ -114,8 +113,7 @@ Py_ssize_t read_int_tuple(PyObject *o, const char *field, int64_t *out);
 int read_device_tuple(cai_state *st, PyObject *o, const char *what,
                       DLDevice *out);
 int read_stream(cai_state *st, PyObject *o, int *given, intptr_t *out);
-int wants_versioned(PyObject *o);
-int read_copy(PyObject *o);
+int read_max_version(PyObject *o);
 
 /* parse_keywords inlined for the usual call: every name one of ours by
  * identity (the interpreter passes interned names); else the full parse. */
@@ -140,6 +138,32 @@ static inline int match_keywords(const char *fname, PyObject *const *kwvalues,
         values[j] = kwvalues[i];
     }
     return 0;
+}
+
+/* The small checks of every call, inline: each is a test or two. */
+static inline int check_positional(const char *fname, Py_ssize_t nargs,
+                                   Py_ssize_t expected)
+{
+    return nargs == expected ? 0 : positional_error(fname, nargs, expected);
+}
+
+/* 1 when max_version asks for a versioned tensor, 0 for legacy. */
+static inline int wants_versioned(PyObject *o)
+{
+    return o == NULL || o == Py_None ? 0 : read_max_version(o);
+}
+
+/* __dlpack__'s copy: True, False or None (NULL: not given). */
+static inline int read_copy(PyObject *o)
+{
+    if (o == NULL || o == Py_None || o == Py_False)
+        return 0;
+    if (o == Py_True)
+        return 1;
+    PyErr_Format(PyExc_TypeError,
+                 "copy must be True, False or None, got %.100s",
+                 Py_TYPE(o)->tp_name);
+    return -1;
 }
 
 /* A (device_type, device_id) pair as __dlpack_device__ returns it; the
@@ -208,7 +232,7 @@ static inline int small_int(PyObject *o, int64_t *out)
 
 /* interface.c */
 void index_entry_keys(cai_state *st);
-int describe(cai_state *st, PyObject *obj, PyObject *device, int validate,
+int describe(cai_state *st, PyObject *obj, PyObject *device, int64_t *elem,
              cai_desc_t *d, PyObject **keep);
 
 /* streams.c */
@@ -227,6 +251,9 @@ cai_home *home_new(PyObject *module);
 void home_release(cai_home *home);
 int owner_away(cai_home *home, PyObject *obj, void **owner,
                cai_release_fn *release);
+int tensor_away(const DLTensor *t, int readonly, int versioned,
+                unsigned options, cai_home *home, PyObject *obj, void **out,
+                cai_error_t *err);
 void delete_tensor(void *tensor, int versioned);
 void legacy_capsule_destructor(PyObject *capsule);
 void versioned_capsule_destructor(PyObject *capsule);
@@ -278,12 +305,9 @@ typedef struct {
     DLDataType dtype;
     DLDevice device;
     int ndim;
-    int readonly;
-    int version;
-    int has_strides;
-    int has_stream;
-    int sync;
-    int readonly_legacy_ok;
+    /* Flags, kept small: the object fits a smaller allocation class. */
+    unsigned char readonly, version, has_strides, has_stream, sync,
+        readonly_legacy_ok;
     intptr_t stream;
     cai_state *st;  /* the module's state (the type keeps the module) */
     cai_home *home; /* the module's (NULL in the main interpreter) */
@@ -301,8 +325,9 @@ int contiguous_nbytes(int ndim, const int64_t *shape, int64_t itemsize,
 void contiguous_desc(cai_desc_t *c, void *data, int ndim,
                      const int64_t *shape, DLDataType dtype, DLDevice device);
 void view_dealloc(PyObject *self);
-PyObject *view_new(cai_state *st, PyObject *obj, const cai_desc_t *d,
-                   PyObject *keep, int sync, int readonly_legacy_ok);
+extern const char as_dlpack_doc[];
+PyObject *as_dlpack(PyObject *module, PyObject *const *args,
+                    Py_ssize_t nargs, PyObject *kwnames);
 void view_to_header(const DLPackViewObject *v, cai_desc_t *d);
 
 /* Our views in any interpreter: the types are per module, their
@@ -320,8 +345,6 @@ static inline int is_view(PyObject *o)
 static inline int view_tensor(DLPackViewObject *v, int versioned,
                               unsigned options, void **out, cai_error_t *err)
 {
-    cai_release_fn release = release_pyobject;
-    void *owner = v;
     DLTensor t;
 
     t.data = v->data;
@@ -332,16 +355,11 @@ static inline int view_tensor(DLPackViewObject *v, int versioned,
     t.strides = VIEW_ELEMENT_STRIDES(v);
     t.byte_offset = 0;
     Py_INCREF(v);
-    if (v->home != NULL &&
-        owner_away(v->home, (PyObject *)v, &owner, &release) != 0) {
-        err->status = CAI_ENOMEM;
-        err->field[0] = '\0';
-        snprintf(err->message, sizeof err->message,
-                 "no memory for the tensor's owner");
-        return -1;
-    }
-    return cai_tensor_new(&t, v->readonly, versioned, options, owner,
-                          release, out, err);
+    if (v->home != NULL)
+        return tensor_away(&t, v->readonly, versioned, options, v->home,
+                           (PyObject *)v, out, err);
+    return cai_tensor_new(&t, v->readonly, versioned, options, v,
+                          release_pyobject, out, err);
 }
 
 /* caiview.c */

@@ -10,6 +10,7 @@
  */
 #include "caibridge_module.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -361,4 +362,24 @@ PyObject *tensor_from_capsule(cai_state *st, PyObject *capsule,
      * only, as NumPy imports it, unless the caller knows better. */
     return caiview_new(st, tensor, versioned, stream,
                        !versioned && !legacy_writable);
+}
+
+/* cai_tensor_new for a tensor made in home's interpreter, holding obj
+ * (whose reference is consumed). */
+int tensor_away(const DLTensor *t, int readonly, int versioned,
+                unsigned options, cai_home *home, PyObject *obj, void **out,
+                cai_error_t *err)
+{
+    cai_release_fn release;
+    void *owner;
+
+    if (owner_away(home, obj, &owner, &release) != 0) {
+        err->status = CAI_ENOMEM;
+        err->field[0] = '\0';
+        snprintf(err->message, sizeof err->message,
+                 "no memory for the tensor's owner");
+        return -1;
+    }
+    return cai_tensor_new(t, readonly, versioned, options, owner, release,
+                          out, err);
 }

@@ -1,5 +1,5 @@
 /*
- * DLPackView, what as_dlpack returns: a checked descriptor kept in the
+ * as_dlpack and DLPackView, what it returns: a checked descriptor kept in the
  * object, handing out one independent capsule per __dlpack__ request (or a
  * C-contiguous host copy when asked).  Its type also publishes the DLPack C
  * exchange API (exchange.c).
@@ -40,13 +40,13 @@ static void view_to_desc(const DLPackViewObject *v, cai_desc_t *d)
         memcpy(d->strides, VIEW_STRIDES(v), (size_t)v->ndim * sizeof(int64_t));
 }
 
-/* A view of a validated descriptor; takes keep (may be NULL). */
-PyObject *view_new(cai_state *st, PyObject *obj, const cai_desc_t *d,
-                   PyObject *keep, int sync, int readonly_legacy_ok)
+/* A view of a descriptor validated by describe(), which gave its element
+ * strides (elem); takes keep (may be NULL). */
+static PyObject *view_new(cai_state *st, PyObject *obj, const cai_desc_t *d,
+                          const int64_t *elem, PyObject *keep, int sync,
+                          int readonly_legacy_ok)
 {
     DLPackViewObject *v;
-    int64_t *elem;
-    cai_error_t err;
     int i;
 
     v = PyObject_GC_NewVar(DLPackViewObject, st->DLPackView_Type,
@@ -76,32 +76,16 @@ PyObject *view_new(cai_state *st, PyObject *obj, const cai_desc_t *d,
     v->readonly_legacy_ok = readonly_legacy_ok;
     v->st = st;
     v->home = st->home;
-    /* Loops, not memcpy: a call costs more than a few extents. */
-    for (i = 0; i < d->ndim; i++)
+    /* Loops, not memcpy: a call costs more than a few extents.  The byte
+     * strides of a contiguous view are never read (it has none to
+     * report): left unset. */
+    for (i = 0; i < d->ndim; i++) {
         VIEW_SHAPE(v)[i] = d->shape[i];
-    elem = VIEW_ELEMENT_STRIDES(v);
+        VIEW_ELEMENT_STRIDES(v)[i] = elem[i];
+    }
     if (v->has_strides) {
         for (i = 0; i < d->ndim; i++)
             VIEW_STRIDES(v)[i] = d->strides[i];
-        if (cai_strides_bytes_to_elements(d->ndim, d->shape, d->strides,
-                                          cai_dtype_itemsize(d->dtype), elem,
-                                          &err) != 0) {
-            Py_DECREF(v);
-            return raise_status(st, &err);
-        }
-    } else {
-        int64_t step = 1;
-
-        /* The element strides saturate as cai_desc_check's do (they are
-         * handed out as they are); only zero-size arrays ever saturate.
-         * The byte strides of a contiguous view are never read (it has
-         * none to report): left unset. */
-        for (i = d->ndim - 1; i >= 0; i--) {
-            elem[i] = step;
-            if (d->shape[i] > 1 &&
-                __builtin_mul_overflow(step, d->shape[i], &step))
-                step = INT64_MAX;
-        }
     }
     PyObject_GC_Track(v);
     return (PyObject *)v;
@@ -134,7 +118,7 @@ void view_dealloc(PyObject *self)
     if (((DLPackViewObject *)self)->weakrefs != NULL)
         PyObject_ClearWeakRefs(self);
     view_clear(self);
-    type->tp_free(self);
+    PyObject_GC_Del(self); /* the type's tp_free, not subclassable */
     Py_DECREF(type);
 }
 
@@ -233,6 +217,43 @@ static PyObject *copy_to_capsule(cai_state *st, const cai_desc_t *d,
     return desc_to_capsule(st, &c, versioned,
                            CAI_OPT_IS_COPIED | CAI_OPT_LEGACY_READONLY_OK,
                            block, free);
+}
+
+/* ------------------------------------------------------------------ */
+/* as_dlpack                                                           */
+
+const char as_dlpack_doc[] =
+"as_dlpack(obj, *, device=None, sync=True, allow_readonly_legacy=False)\n"
+"--\n\n"
+"Wrap a CAI or array-interface producer as a DLPack producer.\n\n"
+"Reads obj.__cuda_array_interface__ (CUDA memory) or else\n"
+"obj.__array_interface__ (host memory), checks it, and returns a\n"
+"DLPackView whose __dlpack__ hands out zero-copy capsules that keep obj\n"
+"alive.  device=(device_type, device_id) skips the CUDA pointer lookup.\n"
+"sync=False turns off stream ordering for this view.  A read-only array is\n"
+"exported as a legacy capsule only with allow_readonly_legacy=True.\n\n"
+"Raises TypeError or ValueError for a malformed descriptor, BufferError\n"
+"when it cannot be exported, caibridge.CUDAError when CUDA fails.";
+
+PyObject *as_dlpack(PyObject *module, PyObject *const *args,
+                    Py_ssize_t nargs, PyObject *kwnames)
+{
+    cai_state *st = PyModule_GetState(module);
+    PyObject *values[3] = {NULL, NULL, NULL}, *keep;
+    int64_t elem[CAI_MAX_NDIM];
+    cai_desc_t d;
+    int sync, ro_ok;
+
+    if (check_positional("as_dlpack", nargs, 1) != 0 ||
+        match_keywords("as_dlpack", args + nargs, kwnames, st->kw_as_dlpack,
+                       values, 3) != 0)
+        return NULL;
+    if ((sync = read_flag(values[1], "sync", 1)) < 0 ||
+        (ro_ok = read_flag(values[2], "allow_readonly_legacy", 0)) < 0)
+        return NULL;
+    if (describe(st, args[0], values[0], elem, &d, &keep) != 0)
+        return NULL;
+    return view_new(st, args[0], &d, elem, keep, sync, ro_ok);
 }
 
 /* ------------------------------------------------------------------ */

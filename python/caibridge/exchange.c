@@ -96,13 +96,17 @@ static int xapi_managed_from_py(void *py_object,
 }
 
 /* No object of ours is at hand: the module of the calling interpreter
- * (imported there if it was not) makes the view. */
+ * (found in sys.modules, or imported there) makes the view. */
 static int xapi_managed_to_py(DLManagedTensorVersioned *tensor,
                               void **out_py_object)
 {
-    PyObject *module = PyImport_ImportModule("caibridge._core");
+    PyObject *name = PyUnicode_FromString("caibridge._core");
+    PyObject *module = name == NULL ? NULL : PyImport_GetModule(name);
     PyObject *v;
 
+    if (module == NULL && name != NULL && !PyErr_Occurred())
+        module = PyImport_Import(name);
+    Py_XDECREF(name);
     if (module == NULL) {
         *out_py_object = NULL;
         delete_tensor(tensor, 1);

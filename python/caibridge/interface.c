@@ -480,16 +480,17 @@ static int is_host_device(int32_t type)
 /*
  * Everything as_dlpack and to_dlpack share: reads obj's interface into d,
  * then validates it and fills its device (given, kDLCPU for host arrays, or
- * looked up from the pointer).  validate = 0 leaves the checks to the
- * conversion that follows.  *keep as in read_desc.
+ * looked up from the pointer).  The validation writes the element strides
+ * to elem (ndim entries); elem NULL leaves the checks to the conversion
+ * that follows where it can.  *keep as in read_desc.
  */
-int describe(cai_state *st, PyObject *obj, PyObject *device, int validate,
+int describe(cai_state *st, PyObject *obj, PyObject *device, int64_t *elem,
              cai_desc_t *d, PyObject **keep)
 {
     PyObject *iface;
     cai_error_t err;
     int64_t offset;
-    int is_cuda = 1, rc;
+    int is_cuda = 1, rc, validate = elem != NULL;
 
     if (cai_lookup_attr(obj, st->name[N_CAI], &iface) < 0)
         return -1;
@@ -530,9 +531,9 @@ int describe(cai_state *st, PyObject *obj, PyObject *device, int validate,
     if (*keep != NULL && apply_buffer_offset(st, d, *keep, offset) != 0)
         goto fail;
     if (validate || *keep != NULL) {
-        int64_t elem[CAI_MAX_NDIM];
+        int64_t scratch[CAI_MAX_NDIM];
 
-        if (cai_desc_check(d, elem, &err) != 0) {
+        if (cai_desc_check(d, elem != NULL ? elem : scratch, &err) != 0) {
             raise_status(st, &err);
             goto fail;
         }

@@ -1,8 +1,8 @@
 /*
  * caibridge._core: the CPython face of the C core, and this file its
  * module: multi-phase init, the module state (one per interpreter that
- * imports it), and the module's functions as_dlpack and to_dlpack
- * (from_dlpack is in caiview.c).
+ * imports it), and to_dlpack (as_dlpack is in dlpackview.c, from_dlpack in
+ * caiview.c).
  *
  * Every conversion goes through the core library (src/); the module only
  * reads Python descriptors into cai_desc_t, wraps tensors in capsules and
@@ -17,39 +17,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-PyDoc_STRVAR(as_dlpack_doc,
-"as_dlpack(obj, *, device=None, sync=True, allow_readonly_legacy=False)\n"
-"--\n\n"
-"Wrap a CAI or array-interface producer as a DLPack producer.\n\n"
-"Reads obj.__cuda_array_interface__ (CUDA memory) or else\n"
-"obj.__array_interface__ (host memory), checks it, and returns a\n"
-"DLPackView whose __dlpack__ hands out zero-copy capsules that keep obj\n"
-"alive.  device=(device_type, device_id) skips the CUDA pointer lookup.\n"
-"sync=False turns off stream ordering for this view.  A read-only array is\n"
-"exported as a legacy capsule only with allow_readonly_legacy=True.\n\n"
-"Raises TypeError or ValueError for a malformed descriptor, BufferError\n"
-"when it cannot be exported, caibridge.CUDAError when CUDA fails.");
-
-static PyObject *as_dlpack(PyObject *module, PyObject *const *args,
-                           Py_ssize_t nargs, PyObject *kwnames)
-{
-    cai_state *st = PyModule_GetState(module);
-    PyObject *values[3] = {NULL, NULL, NULL}, *keep;
-    cai_desc_t d;
-    int sync, ro_ok;
-
-    if (check_positional("as_dlpack", nargs, 1) != 0 ||
-        match_keywords("as_dlpack", args + nargs, kwnames, st->kw_as_dlpack,
-                       values, 3) != 0)
-        return NULL;
-    if ((sync = read_flag(values[1], "sync", 1)) < 0 ||
-        (ro_ok = read_flag(values[2], "allow_readonly_legacy", 0)) < 0)
-        return NULL;
-    if (describe(st, args[0], values[0], 1, &d, &keep) != 0)
-        return NULL;
-    return view_new(st, args[0], &d, keep, sync, ro_ok);
-}
 
 PyDoc_STRVAR(to_dlpack_doc,
 "to_dlpack(obj, *, max_version=None, device=None, stream=None, sync=True,\n"
@@ -109,7 +76,7 @@ static PyObject *to_dlpack(PyObject *module, PyObject *const *args,
         (sync = read_flag(values[3], "sync", 1)) < 0 ||
         (ro_ok = read_flag(values[4], "allow_readonly_legacy", 0)) < 0)
         return NULL;
-    if (describe(st, args[0], values[1], 0, &d, &keep) != 0)
+    if (describe(st, args[0], values[1], NULL, &d, &keep) != 0)
         return NULL;
     /* No stream on either side: nothing to check (no error is possible
      * without one) and nothing to order. */

@@ -12,10 +12,16 @@ python=${1:?usage: run-subinterp.sh PYTHON}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT INT TERM
 
+# Built from a copy of the sources, so this tree stays clean.
+mkdir "$work/src"
+(cd "$top" && tar cf - --exclude=stage --exclude=.libs --exclude='*.so' \
+    --exclude='*.o' --exclude='*.lo' LICENSE README.md setup.py \
+    pyproject.toml MANIFEST.in src include python) | (cd "$work/src" && tar xf -)
+
 "$python" -m venv "$work/venv"
 pip="$work/venv/bin/python -m pip -q --disable-pip-version-check"
 $pip install pytest numpy
-$pip install "$top"
+$pip install "$work/src"
 
 cd "$work"
 PYTHONDONTWRITEBYTECODE=1 "$work/venv/bin/python" -m pytest -v \
