@@ -385,7 +385,20 @@ ALLOCATE = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.POINTER(DLTensor),
 FROM_PY = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object,
                             ctypes.POINTER(ctypes.c_void_p))(API.from_py)
 TO_PY = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p,
-                          ctypes.POINTER(ctypes.py_object))(API.to_py)
+                          ctypes.POINTER(ctypes.c_void_p))(API.to_py)
+py_decref = ctypes.pythonapi.Py_DecRef
+py_decref.argtypes = [ctypes.c_void_p]
+
+
+def to_py(tensor):
+    """managed_tensor_to_py_object_no_sync: the object, whose reference
+    (given by the module) is handed back, or None on failure."""
+    out = ctypes.c_void_p()
+    if TO_PY(tensor, ctypes.byref(out)) != 0:
+        return None
+    obj = ctypes.cast(out, ctypes.py_object).value
+    py_decref(out)
+    return obj
 DLTENSOR_FROM_PY = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object,
                                      ctypes.POINTER(DLTensor))(
                                          API.dltensor_from_py)
@@ -413,9 +426,8 @@ def exercise_exchange(fdp):
         if ALLOCATE(ctypes.byref(proto), ctypes.byref(out), None,
                     ON_ERROR) == 0:
             # Hand it to the module, which now owns (and deletes) it.
-            result = ctypes.py_object()
-            if TO_PY(out, ctypes.byref(result)) == 0:
-                view = result.value
+            view = to_py(out)
+            if view is not None:
                 np.asarray(view).tobytes()  # allocated by caibridge: known
         del ERRORS[:]
         return
@@ -426,7 +438,7 @@ def exercise_exchange(fdp):
     if op == 1:
         out = ctypes.c_void_p()
         if FROM_PY(obj, ctypes.byref(out)) == 0:
-            TO_PY(out, ctypes.byref(ctypes.py_object()))
+            to_py(out)
     elif op == 2:
         DLTENSOR_FROM_PY(obj, ctypes.byref(DLTensor()))
     else:
