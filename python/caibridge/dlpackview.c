@@ -85,7 +85,7 @@ static PyObject *view_new(cai_state *st, PyObject *obj, const cai_desc_t *d,
         VIEW_SHAPE(v)[i] = d->shape[i];
         VIEW_ELEMENT_STRIDES(v)[i] = elem[i];
     }
-    if (d->has_strides) {
+    if (v->has_strides) {
         for (i = 0; i < d->ndim; i++)
             VIEW_STRIDES(v)[i] = d->strides[i];
     }
