@@ -48,6 +48,9 @@ enum {
 };
 
 #define KEY_SLOT_MASK 63
+/* A multiplicative hash of a key's address: its top six bits. */
+#define KEY_SLOT(key, mult) \
+    ((unsigned)(((uint64_t)(uintptr_t)(key) * (mult)) >> 58))
 
 /* The sub-interpreter a module instance lives in (capsule.c). */
 typedef struct cai_home cai_home;
@@ -68,11 +71,11 @@ typedef struct {
     PyObject *kw_stream_max_version_copy;
     PyObject *max_version_ours; /* (1, 3) */
     /* The interface keys' hashes, and the keys by address:
-     * key_slot[(address >> key_shift) & KEY_SLOT_MASK] is the entry a key
-     * pointer may be (F_COUNT: none).  Written at import only. */
+     * key_slot[KEY_SLOT(address, key_mult)] is the entry a key pointer may
+     * be (F_COUNT: none).  Written at import only. */
     Py_hash_t entry_hash[F_COUNT];
     unsigned char key_slot[KEY_SLOT_MASK + 1];
-    unsigned key_shift;
+    uint64_t key_mult;
     /* CAIBRIDGE_SYNC=0 in the environment at import turns ordering off. */
     int sync_enabled;
     /* How many from_dlpack calls a foreign type's exchange API served
