@@ -24,6 +24,14 @@
 #include <Python.h>
 #include <stdint.h>
 
+/* The member-table names of 3.12 (__weaklistoffset__, __vectorcalloffset__)
+ * on older versions. */
+#if PY_VERSION_HEX < 0x030C0000
+#include <structmember.h>
+#define Py_T_PYSSIZET T_PYSSIZET
+#define Py_READONLY READONLY
+#endif
+
 #include "caibridge.h"
 /* The core's private fast path: a tensor from an already checked layout. */
 #include "desc.h"

@@ -11,12 +11,6 @@
 
 #include <string.h>
 
-#if PY_VERSION_HEX < 0x030C0000
-#include <structmember.h>
-#define Py_T_PYSSIZET T_PYSSIZET
-#define Py_READONLY READONLY
-#endif
-
 typedef struct {
     PyObject_HEAD
     void *tensor; /* DLManagedTensorVersioned * or DLManagedTensor * */
