@@ -267,6 +267,8 @@ int request_prepare(cai_state *st, cai_desc_t *d, const cai_request_t *req);
 PyObject *object_export(cai_state *st, PyObject *obj, PyObject *device,
                         const cai_request_t *req);
 int object_tensor(cai_state *st, PyObject *obj, void **out);
+int checked_tensor(cai_state *st, cai_desc_t *d, int versioned,
+                   unsigned options, PyObject *owner, void **out);
 
 /* streams.c */
 int check_stream(cai_state *st, const cai_desc_t *d, PyObject *arg,

@@ -245,39 +245,13 @@ static int caiview_desc(cai_state *st, CAIViewObject *v, cai_desc_t *d)
 static int caiview_reexport(cai_state *st, CAIViewObject *v, cai_desc_t *d,
                             int versioned, void **out)
 {
-    int64_t elem[CAI_MAX_NDIM];
-    cai_release_fn release = release_pyobject;
-    void *owner = v;
     unsigned options = 0;
-    cai_error_t err;
-    DLTensor t;
 
-    if (cai_desc_check(d, elem, &err) != 0) {
-        raise_status(st, &err);
-        return -1;
-    }
     if (v->versioned && (((DLManagedTensorVersioned *)v->tensor)->flags &
                          DLPACK_FLAG_BITMASK_IS_COPIED))
         options |= CAI_OPT_IS_COPIED;
-    t.data = d->data;
-    t.device = d->device;
-    t.ndim = d->ndim;
-    t.dtype = d->dtype;
-    t.shape = d->shape;
-    t.strides = elem;
-    t.byte_offset = 0;
-    Py_INCREF(v);
-    if (st->home != NULL && owner_away(st->home, (PyObject *)v, &owner,
-                                       &release) != 0) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    if (cai_tensor_new(&t, d->readonly, versioned, options, owner, release,
-                       out, &err) != 0) {
-        raise_status(st, &err);
-        return -1;
-    }
-    return 0;
+    return checked_tensor(st, d, versioned, options,
+                          Py_NewRef((PyObject *)v), out);
 }
 
 /* The exchange API's export (no ordering with the consumer): the data is
