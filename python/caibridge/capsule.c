@@ -375,7 +375,8 @@ void delete_tensor(void *tensor, int versioned)
  * consumer that took the tensor renamed the capsule.  Our own name pointer
  * is compared first, sparing a strcmp on the usual path, and the tensor is
  * read from the context (set at creation), sparing GetPointer's.  A capsule
- * dies with the GIL held, so a tensor owning a Python object drops it here
+ * dies on a thread attached to its interpreter (holding the GIL where there
+ * is one), so a tensor owning a Python object drops it here
  * instead of going through release_pyobject's thread-state checks.  The
  * pending exception is saved only when there is one.
  */

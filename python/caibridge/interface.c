@@ -119,7 +119,8 @@ static inline PyObject *take_required(PyObject **entries, int field,
 
 static const char BUFFER_CAPSULE[] = "caibridge.buffer";
 
-/* Releases the buffer export a capsule holds (it dies with the GIL held). */
+/* Releases the buffer export a capsule holds (it dies on an attached
+ * thread). */
 static void buffer_capsule_destructor(PyObject *capsule)
 {
     Py_buffer *view = PyCapsule_GetPointer(capsule, BUFFER_CAPSULE);
