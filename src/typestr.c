@@ -114,41 +114,32 @@ int cai_typestr_parse(const char *s, size_t len, DLDataType *out,
     case 'b': case 'i': case 'u': case 'f': case 'c':
         if (pos != len || digits == 0)
             break;
-        if (order == FOREIGN_ORDER && size > 1 &&
-            ((kind == 'i' || kind == 'u') ? size == 2 || size == 4 ||
-             size == 8 : kind == 'f' ? size == 2 || size == 4 || size == 8 ||
-             size == 16 : kind == 'c' ? size == 8 || size == 16 ||
-             size == 32 : 0))
-            return cai_fail(err, CAI_EUNSUPPORTED, "typestr",
-                            "typestr '%.*s' is not in native byte order; "
-                            "DLPack holds native byte order only", shown, s);
         out->lanes = 1;
         out->bits = (uint8_t)(size * 8);
-        if (kind == 'b' && size == 1) {
+        if (kind == 'b' && size == 1)
             out->code = kDLBool;
-            return 0;
-        }
-        if ((kind == 'i' || kind == 'u') &&
-            (size == 1 || size == 2 || size == 4 || size == 8)) {
+        else if ((kind == 'i' || kind == 'u') &&
+                 (size == 1 || size == 2 || size == 4 || size == 8))
             out->code = kind == 'i' ? kDLInt : kDLUInt;
-            return 0;
-        }
-        if (kind == 'f' && (size == 2 || size == 4 || size == 8)) {
+        else if (kind == 'f' && (size == 2 || size == 4 || size == 8))
             out->code = kDLFloat;
-            return 0;
-        }
-        if (kind == 'c' && (size == 8 || size == 16)) {
+        else if (kind == 'c' && (size == 8 || size == 16))
             out->code = kDLComplex;
-            return 0;
-        }
-        /* long double and its complex: NumPy types, not IEEE ones. */
-        if ((kind == 'f' && size == 16) || (kind == 'c' && size == 32))
+        else if ((kind == 'f' && size == 16) || (kind == 'c' && size == 32))
+            /* long double and its complex: NumPy types, not IEEE ones */
             return cai_fail(err, CAI_EUNSUPPORTED, "typestr",
                             "typestr '%.*s' (long double) has no DLPack type",
                             shown, s);
-        return cai_fail(err, CAI_EINVAL, "typestr",
-                        "typestr '%.*s': NumPy has no kind '%c' of %u bytes",
-                        shown, s, kind, size);
+        else
+            return cai_fail(err, CAI_EINVAL, "typestr",
+                            "typestr '%.*s': NumPy has no kind '%c' of %u "
+                            "bytes", shown, s, kind, size);
+        /* One byte has no byte order: NumPy reads '>u1' as '|u1'. */
+        if (order == FOREIGN_ORDER && size != 1)
+            return cai_fail(err, CAI_EUNSUPPORTED, "typestr",
+                            "typestr '%.*s' is not in native byte order; "
+                            "DLPack holds native byte order only", shown, s);
+        return 0;
     default:
         return cai_fail(err, CAI_EINVAL, "typestr",
                         "typestr '%.*s' has unknown kind '%c'", shown, s,

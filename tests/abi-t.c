@@ -61,12 +61,13 @@ int main(void)
     if (full)
         is_int((long long)cai_abi_ours_count,
                (long long)cai_abi_upstream_count,
-               "every fact of ours is checked against the 1.%lld header",
-               cai_abi_upstream_version % 100);
+               "every fact of ours is checked against the %lld.%lld header",
+               cai_abi_upstream_version / 100, cai_abi_upstream_version % 100);
     else
         ok(cai_abi_ours_count > cai_abi_upstream_count,
-           "ours, newer, declares more facts than the 1.%lld header "
-           "(%lu > %lu)", cai_abi_upstream_version % 100,
+           "ours, newer, declares more facts than the %lld.%lld header "
+           "(%lu > %lu)", cai_abi_upstream_version / 100,
+           cai_abi_upstream_version % 100,
            (unsigned long)cai_abi_ours_count,
            (unsigned long)cai_abi_upstream_count);
     /* What the library writes into its tensors at run time (from

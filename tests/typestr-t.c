@@ -48,7 +48,7 @@ static const struct bad bads[] = {
     {"|O", CAI_EUNSUPPORTED, "kind 'O'"},
     {"<f16", CAI_EUNSUPPORTED, "long double"},
     {"<c32", CAI_EUNSUPPORTED, "long double"},
-    {">f16", CAI_EUNSUPPORTED, "native byte order"},
+    {">f16", CAI_EUNSUPPORTED, "long double"},
     /* Not NumPy types at all: malformed, not merely unexportable. */
     {"<f3", CAI_EINVAL, "no kind 'f' of 3 bytes"},
     {">f3", CAI_EINVAL, "no kind 'f' of 3 bytes"},

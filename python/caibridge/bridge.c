@@ -16,12 +16,6 @@
 
 #include <string.h>
 
-#if PY_VERSION_HEX < 0x030C0000
-#include <structmember.h>
-#define Py_T_PYSSIZET T_PYSSIZET
-#define Py_READONLY READONLY
-#endif
-
 /* ------------------------------------------------------------------ */
 /* The methods add_dlpack gives a class                                */
 

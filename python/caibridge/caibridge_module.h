@@ -23,7 +23,14 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
-#include <stdio.h>
+
+/* The member-table names of 3.12 (__weaklistoffset__, __vectorcalloffset__)
+ * on older versions. */
+#if PY_VERSION_HEX < 0x030C0000
+#include <structmember.h>
+#define Py_T_PYSSIZET T_PYSSIZET
+#define Py_READONLY READONLY
+#endif
 
 #include "caibridge.h"
 /* The core's private fast path: a tensor from an already checked layout. */

@@ -11,12 +11,6 @@
 
 #include <string.h>
 
-#if PY_VERSION_HEX < 0x030C0000
-#include <structmember.h>
-#define Py_T_PYSSIZET T_PYSSIZET
-#define Py_READONLY READONLY
-#endif
-
 typedef struct {
     PyObject_HEAD
     void *tensor; /* DLManagedTensorVersioned * or DLManagedTensor * */
@@ -24,6 +18,7 @@ typedef struct {
     DLDevice device;
     int readonly;     /* read-only whatever the tensor says */
     PyObject *stream; /* CAI 'stream': an int, or None */
+    PyObject *iface;  /* the interface, built at the first read; private */
     PyObject *weakrefs;
 } CAIViewObject;
 
@@ -73,6 +68,7 @@ PyObject *caiview_new(cai_state *st, void *tensor, int versioned,
     v->device = d.device;
     v->stream = Py_NewRef(d.device.device_type == kDLCPU ? Py_None : stream);
     v->readonly = readonly;
+    v->iface = NULL;
     v->weakrefs = NULL;
     return (PyObject *)v;
 }
@@ -85,6 +81,7 @@ void caiview_dealloc(PyObject *self)
     if (v->weakrefs != NULL)
         PyObject_ClearWeakRefs(self);
     Py_CLEAR(v->stream);
+    Py_CLEAR(v->iface);
     delete_tensor(v->tensor, v->versioned);
     type->tp_free(self);
     Py_DECREF(type);
@@ -110,9 +107,8 @@ static PyObject *int64_tuple(int n, const int64_t *values)
 }
 
 /* The interface dict: version 3, strides None exactly when the layout is
- * C-contiguous, and for CUDA memory the stream.  A new dict on each read,
- * as ndarray.__array_interface__ gives: a consumer may change its own. */
-static PyObject *caiview_interface(CAIViewObject *v)
+ * C-contiguous, and for CUDA memory the stream. */
+static PyObject *build_interface(CAIViewObject *v)
 {
     cai_state *st = type_state(Py_TYPE(v));
     char typestr[CAI_TYPESTR_MAX];
@@ -147,6 +143,33 @@ static PyObject *caiview_interface(CAIViewObject *v)
         PUT(F_STREAM, Py_NewRef(v->stream));
 #undef PUT
     return dict;
+}
+
+/*
+ * A new dict on each read, as ndarray.__array_interface__ gives: a consumer
+ * may change its own.  The first read builds the view's private copy, whose
+ * values are all immutable; later reads copy it (a tenth of a build).
+ */
+static PyObject *caiview_interface(CAIViewObject *v)
+{
+    PyObject *built, *result;
+
+    if (v->iface == NULL) {
+        if ((built = build_interface(v)) == NULL)
+            return NULL;
+#ifdef Py_GIL_DISABLED
+        Py_BEGIN_CRITICAL_SECTION(v);
+#endif
+        if (v->iface == NULL)
+            v->iface = built;
+        else
+            Py_DECREF(built);
+#ifdef Py_GIL_DISABLED
+        Py_END_CRITICAL_SECTION();
+#endif
+    }
+    result = PyDict_Copy(v->iface);
+    return result;
 }
 
 static PyObject *caiview_get_cai(PyObject *self, void *unused)
@@ -208,6 +231,9 @@ static int caiview_desc(cai_state *st, CAIViewObject *v, cai_desc_t *d)
         raise_status(st, &err);
         return -1;
     }
+    /* Read-only as the interface says it (a legacy import is, unless the
+     * caller opted out), not only as the tensor's flags say. */
+    d->readonly = d->readonly || v->readonly;
     d->has_stream = v->stream != Py_None;
     d->stream = d->has_stream ? (intptr_t)PyLong_AsSsize_t(v->stream) : 0;
     return 0;

@@ -11,6 +11,7 @@
 #include "caibridge_module.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

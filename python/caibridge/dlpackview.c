@@ -12,12 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if PY_VERSION_HEX < 0x030C0000
-#include <structmember.h>
-#define Py_T_PYSSIZET T_PYSSIZET
-#define Py_READONLY READONLY
-#endif
-
 /* The fields of a descriptor that stream ordering reads; no extents. */
 void view_to_header(const DLPackViewObject *v, cai_desc_t *d)
 {
@@ -85,7 +79,7 @@ static PyObject *view_new(cai_state *st, PyObject *obj, const cai_desc_t *d,
         VIEW_SHAPE(v)[i] = d->shape[i];
         VIEW_ELEMENT_STRIDES(v)[i] = elem[i];
     }
-    if (d->has_strides) {
+    if (v->has_strides) {
         for (i = 0; i < d->ndim; i++)
             VIEW_STRIDES(v)[i] = d->strides[i];
     }

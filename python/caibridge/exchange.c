@@ -291,7 +291,7 @@ static const DLPackExchangeAPI *foreign_table(cai_state *st, PyObject *x,
  * skips the checks its __dlpack__ makes: a tensor that requires grad, or
  * whose conjugate bit is set (its values would come out un-conjugated),
  * goes through __dlpack__ instead, which refuses it.  Two C-level reads
- * on a tensor; on other types, two failed look-ups.
+ * on a tensor; on other types, one failed look-up.
  */
 static int table_agrees(cai_state *st, PyObject *x)
 {
@@ -300,20 +300,20 @@ static int table_agrees(cai_state *st, PyObject *x)
 
     if (cai_lookup_attr(x, st->name[N_REQUIRES_GRAD], &o) < 0)
         return -1;
-    if (o != NULL) {
-        flag = o == Py_True ? 1 : o == Py_False ? 0 : PyObject_IsTrue(o);
-        Py_DECREF(o);
-        if (flag != 0)
-            return flag < 0 ? -1 : 0;
-    }
-    if (cai_lookup_attr(x, st->name[N_IS_CONJ], &o) < 0)
-        return -1;
     if (o == NULL)
-        return 1;
-    r = PyObject_CallNoArgs(o);
+        return 1; /* no requires_grad: not a torch tensor */
+    flag = o == Py_True ? 1 : o == Py_False ? 0 : PyObject_IsTrue(o);
     Py_DECREF(o);
-    if (r == NULL)
-        return -1;
+    if (flag != 0)
+        return flag < 0 ? -1 : 0;
+    /* A method call without a bound method object. */
+    r = PyObject_CallMethodNoArgs(x, st->name[N_IS_CONJ]);
+    if (r == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return -1;
+        PyErr_Clear();
+        return 1;
+    }
     flag = r == Py_False ? 0 : r == Py_True ? 1 : PyObject_IsTrue(r);
     Py_DECREF(r);
     return flag < 0 ? -1 : !flag;
@@ -373,7 +373,6 @@ int from_foreign_table(cai_state *st, PyObject *x, int given,
 {
     PyObject *holder;
     const DLPackExchangeAPI *api = foreign_table(st, x, &holder);
-
     int agrees;
 
     if (api == NULL)

@@ -485,8 +485,6 @@ static int is_host_device(int32_t type)
 static int describe_other(cai_state *st, PyObject *obj, PyObject *device,
                           cai_desc_t *d, PyObject **keep)
 {
-    DLDevice given;
-
     *keep = NULL;
     if (!PyObject_CheckBuffer(obj)) {
         PyErr_Format(PyExc_TypeError,
@@ -495,18 +493,25 @@ static int describe_other(cai_state *st, PyObject *obj, PyObject *device,
                      Py_TYPE(obj)->tp_name);
         return -1;
     }
-    if (device != NULL && device != Py_None) {
-        if (read_device(st, device, "device", &given) != 0)
-            return -1;
-        if (given.device_type != kDLCPU || given.device_id != 0) {
-            PyErr_Format(PyExc_BufferError,
-                         "device = (%d, %d): a buffer-protocol object is "
-                         "host memory, (kDLCPU, 0)", (int)given.device_type,
-                         (int)given.device_id);
-            return -1;
-        }
+    if (describe_buffer(obj, d, keep) != 0)
+        return -1;
+    if (device == NULL || device == Py_None)
+        return 0;
+    if (read_device(st, device, "device", &d->device) != 0)
+        goto fail;
+    if (!is_host_device(d->device.device_type)) {
+        PyErr_Format(PyExc_ValueError,
+                     "device = (%d, %d) contradicts the buffer protocol, "
+                     "which gives host memory; use None, (1, 0) (kDLCPU), "
+                     "(3, 0) or (13, 0)", (int)d->device.device_type,
+                     (int)d->device.device_id);
+        goto fail;
     }
-    return describe_buffer(obj, d, keep);
+    return 0;
+
+fail:
+    Py_CLEAR(*keep);
+    return -1;
 }
 
 /*

@@ -15,6 +15,7 @@ A few lines of our own rather than pytest-tap: that plugin failed to load
 under pytest 9.2 (its --tap-stream option clashed), and TAP output needs
 nothing beyond pytest's stable report hooks.
 """
+import io
 import sys
 
 try:
@@ -99,7 +100,12 @@ class TapReporter:
 def pytest_configure(config):
     terminal = config.pluginmanager.getplugin("terminalreporter")
     if terminal is not None:
+        # Silenced, not removed: pytest's assertion messages need a
+        # terminal reporter to render the values compared.
         config.pluginmanager.unregister(terminal)
+        config.pluginmanager.register(
+            pytest.TerminalReporter(config, io.StringIO()),
+            "terminalreporter")
     config.pluginmanager.register(TapReporter(sys.stdout), "tapreporter")
 
 

@@ -183,8 +183,11 @@ def test_formats_without_a_dlpack_type_are_refused(make, why):
 
 
 def test_device_other_than_host_is_refused():
-    with pytest.raises(BufferError, match="host memory"):
+    with pytest.raises(ValueError, match="host memory"):
         caibridge.as_dlpack(bytearray(8), device=(2, 0))
+    # Pinned memory is host memory too.
+    view = caibridge.as_dlpack(bytearray(8), device=(3, 0))
+    assert view.__dlpack_device__() == (3, 0)
 
 
 def test_objects_without_any_protocol_are_still_a_type_error():

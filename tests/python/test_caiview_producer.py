@@ -144,3 +144,17 @@ def test_exchange_table_from_c():
     assert alive() is None
     with pytest.raises(TypeError, match="CAIView"):
         FROM_PY(api.from_py)(a, ctypes.byref(out))
+
+
+def test_legacy_import_stays_read_only_when_re_exported():
+    """A legacy capsule cannot say its memory may be written: the view is
+    read-only, and so is what it hands on (NumPy's rule)."""
+    fake = FakeTensor(filled((3,), "int16"), versioned=False)
+    view = caibridge.from_dlpack(fake.capsule())
+    assert view.__array_interface__["data"][1] is True
+    assert managed(view.__dlpack__(max_version=(1, 0))).flags & 1
+    with pytest.raises(BufferError, match="read-only"):
+        view.__dlpack__()
+    other = FakeTensor(filled((3,), "int16"), versioned=False)
+    writable = caibridge.from_dlpack(other.capsule(), legacy_writable=True)
+    assert not managed(writable.__dlpack__(max_version=(1, 0))).flags & 1
