@@ -391,28 +391,31 @@ static PyObject *unordered_error(void)
 }
 
 /* 1 when an unused DLPack capsule holds a tensor on a CUDA device.  A
- * versioned tensor of another major version is not read (0). */
+ * versioned tensor of another major version is not read (0).  Read in the
+ * capsule's critical section, as tensor_from_capsule takes the tensor:
+ * once another thread has taken it, it may be gone. */
 static int capsule_on_cuda(PyObject *capsule)
 {
-    const char *name = PyCapsule_GetName(capsule);
+    const char *name;
+    int on_cuda = 0;
 
+    Py_BEGIN_CRITICAL_SECTION(capsule);
+    name = PyCapsule_GetName(capsule);
     if (name == NULL) {
         PyErr_Clear();
-        return 0;
-    }
-    if (strcmp(name, CAPSULE_VERSIONED) == 0) {
+    } else if (strcmp(name, CAPSULE_VERSIONED) == 0) {
         const DLManagedTensorVersioned *t =
             PyCapsule_GetPointer(capsule, name);
 
-        return t != NULL && t->version.major == DLPACK_MAJOR_VERSION &&
-               is_cuda_device(t->dl_tensor.device.device_type);
-    }
-    if (strcmp(name, CAPSULE_LEGACY) == 0) {
+        on_cuda = t != NULL && t->version.major == DLPACK_MAJOR_VERSION &&
+                  is_cuda_device(t->dl_tensor.device.device_type);
+    } else if (strcmp(name, CAPSULE_LEGACY) == 0) {
         const DLManagedTensor *t = PyCapsule_GetPointer(capsule, name);
 
-        return t != NULL && is_cuda_device(t->dl_tensor.device.device_type);
+        on_cuda = t != NULL && is_cuda_device(t->dl_tensor.device.device_type);
     }
-    return 0;
+    Py_END_CRITICAL_SECTION();
+    return on_cuda;
 }
 
 /* Our own producer: straight to the tensor, ordered as __dlpack__. */

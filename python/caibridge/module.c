@@ -416,6 +416,14 @@ static PyModuleDef_Slot module_slots[] = {
      * not guarded (the CUDA runtime is bound once, under pthread_once). */
     {Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED},
 #endif
+#ifdef Py_mod_gil
+    /* Safe without the GIL: the module state is written only at import
+     * (the memos that are not are compiled out there) or atomically;
+     * producers' dicts are walked in their critical section and entries
+     * held; a capsule is taken in its critical section; owners released
+     * on foreign threads go through a mutex-guarded queue. */
+    {Py_mod_gil, Py_MOD_GIL_NOT_USED},
+#endif
     {0, NULL}};
 
 static struct PyModuleDef module_def = {
