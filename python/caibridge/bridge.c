@@ -16,12 +16,6 @@
 
 #include <string.h>
 
-#if PY_VERSION_HEX < 0x030C0000
-#include <structmember.h>
-#define Py_T_PYSSIZET T_PYSSIZET
-#define Py_READONLY READONLY
-#endif
-
 /* ------------------------------------------------------------------ */
 /* The methods add_dlpack gives a class                                */
 
@@ -245,12 +239,14 @@ static int check_patchable(PyObject *cls, const char *fname,
 static int check_not_defined(PyObject *cls, PyObject *name,
                              int (*ours)(PyObject *), const char *fname)
 {
-    PyObject *own = PyDict_GetItemWithError(((PyTypeObject *)cls)->tp_dict,
-                                            name);
+    PyObject *own;
+    int found = cai_dict_get_ref(((PyTypeObject *)cls)->tp_dict, name, &own);
 
-    if (own == NULL)
-        return PyErr_Occurred() ? -1 : 0;
-    if (ours(own))
+    if (found <= 0)
+        return found;
+    found = ours(own);
+    Py_DECREF(own);
+    if (found)
         return 0;
     PyErr_Format(PyExc_TypeError,
                  "%s(): %.100s already defines %U; caibridge does not "
@@ -302,6 +298,7 @@ PyObject *add_dlpack(PyObject *module, PyObject *cls)
 {
     cai_state *st = PyModule_GetState(module);
     PyObject *capsule;
+    int publish;
 
     if (check_patchable(cls, "add_dlpack", "caibridge.as_dlpack(obj)") != 0 ||
         check_not_defined(cls, st->name[N_DLPACK], is_bridge_method,
@@ -319,11 +316,12 @@ PyObject *add_dlpack(PyObject *module, PyObject *cls)
         return NULL;
     /* DLPack 1.3: the exchange API in the producer type's dict, unless the
      * class publishes one of its own. */
-    capsule = PyDict_GetItemWithError(((PyTypeObject *)cls)->tp_dict,
-                                      st->name[N_EXCHANGE_API]);
-    if (capsule == NULL && PyErr_Occurred())
+    if (cai_dict_get_ref(((PyTypeObject *)cls)->tp_dict,
+                         st->name[N_EXCHANGE_API], &capsule) < 0)
         return NULL;
-    if (capsule == NULL || is_bridge_capsule(capsule)) {
+    publish = capsule == NULL || is_bridge_capsule(capsule);
+    Py_XDECREF(capsule);
+    if (publish) {
         capsule = PyCapsule_New((void *)(uintptr_t)&bridge_exchange_api,
                                 "dlpack_exchange_api",
                                 bridge_capsule_destructor);
@@ -346,19 +344,28 @@ PyObject *add_dlpack(PyObject *module, PyObject *cls)
 cai_state *bridge_state_of(PyObject *o)
 {
     PyObject *name, *capsule;
+    cai_state *st = NULL;
 
     name = PyUnicode_InternFromString("__dlpack_c_exchange_api__");
     if (name == NULL)
         return NULL;
+#ifdef Py_GIL_DISABLED
+    /* Another thread may replace the attribute: held while read. */
+    capsule = _PyType_LookupRef(Py_TYPE(o), name);
+#else
     capsule = _PyType_Lookup(Py_TYPE(o), name); /* borrowed */
+#endif
     Py_DECREF(name);
-    if (capsule == NULL || !is_bridge_capsule(capsule)) {
+    if (capsule != NULL && is_bridge_capsule(capsule))
+        st = PyModule_GetState((PyObject *)PyCapsule_GetContext(capsule));
+#ifdef Py_GIL_DISABLED
+    Py_XDECREF(capsule);
+#endif
+    if (st == NULL)
         PyErr_Format(PyExc_TypeError,
                      "%.100s was not given DLPack by caibridge.add_dlpack",
                      Py_TYPE(o)->tp_name);
-        return NULL;
-    }
-    return PyModule_GetState((PyObject *)PyCapsule_GetContext(capsule));
+    return st;
 }
 
 /* ------------------------------------------------------------------ */

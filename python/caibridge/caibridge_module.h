@@ -24,6 +24,14 @@
 #include <Python.h>
 #include <stdint.h>
 
+/* The member-table names of 3.12 (__weaklistoffset__, __vectorcalloffset__)
+ * on older versions. */
+#if PY_VERSION_HEX < 0x030C0000
+#include <structmember.h>
+#define Py_T_PYSSIZET T_PYSSIZET
+#define Py_READONLY READONLY
+#endif
+
 #include "caibridge.h"
 /* The core's private fast path: a tensor from an already checked layout. */
 #include "desc.h"
@@ -35,6 +43,34 @@
 #define cai_lookup_attr _PyObject_LookupAttr
 #define cai_is_finalizing _Py_IsFinalizing
 #endif
+
+/*
+ * Free-threaded builds (PEP 703) have no GIL to make a run of C API calls
+ * atomic: a dict or capsule another thread may change is read inside a
+ * critical section on it (CPython's HOWTO for extensions), and entries are
+ * taken as strong references.  On builds with a GIL the sections are
+ * plain blocks and the look-ups the borrowed ones plus an incref.
+ */
+#ifndef Py_BEGIN_CRITICAL_SECTION /* before 3.13 */
+#define Py_BEGIN_CRITICAL_SECTION(op) {
+#define Py_END_CRITICAL_SECTION() }
+#endif
+
+/* d[key] as a strong reference: 1 found, 0 absent, -1 error. */
+static inline int cai_dict_get_ref(PyObject *d, PyObject *key,
+                                   PyObject **out)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return PyDict_GetItemRef(d, key, out);
+#else
+    *out = PyDict_GetItemWithError(d, key);
+    if (*out != NULL) {
+        Py_INCREF(*out);
+        return 1;
+    }
+    return PyErr_Occurred() ? -1 : 0;
+#endif
+}
 
 /* Interned names: the dict entries read (first, in this order), then
  * attribute and keyword names. */
@@ -263,6 +299,8 @@ int request_prepare(cai_state *st, cai_desc_t *d, const cai_request_t *req);
 PyObject *object_export(cai_state *st, PyObject *obj, PyObject *device,
                         const cai_request_t *req);
 int object_tensor(cai_state *st, PyObject *obj, void **out);
+int checked_tensor(cai_state *st, cai_desc_t *d, int versioned,
+                   unsigned options, PyObject *owner, void **out);
 
 /* streams.c */
 int check_stream(cai_state *st, const cai_desc_t *d, PyObject *arg,

@@ -11,12 +11,6 @@
 
 #include <string.h>
 
-#if PY_VERSION_HEX < 0x030C0000
-#include <structmember.h>
-#define Py_T_PYSSIZET T_PYSSIZET
-#define Py_READONLY READONLY
-#endif
-
 typedef struct {
     PyObject_HEAD
     void *tensor; /* DLManagedTensorVersioned * or DLManagedTensor * */
@@ -250,39 +244,13 @@ static int caiview_desc(cai_state *st, CAIViewObject *v, cai_desc_t *d)
 static int caiview_reexport(cai_state *st, CAIViewObject *v, cai_desc_t *d,
                             int versioned, void **out)
 {
-    int64_t elem[CAI_MAX_NDIM];
-    cai_release_fn release = release_pyobject;
-    void *owner = v;
     unsigned options = 0;
-    cai_error_t err;
-    DLTensor t;
 
-    if (cai_desc_check(d, elem, &err) != 0) {
-        raise_status(st, &err);
-        return -1;
-    }
     if (v->versioned && (((DLManagedTensorVersioned *)v->tensor)->flags &
                          DLPACK_FLAG_BITMASK_IS_COPIED))
         options |= CAI_OPT_IS_COPIED;
-    t.data = d->data;
-    t.device = d->device;
-    t.ndim = d->ndim;
-    t.dtype = d->dtype;
-    t.shape = d->shape;
-    t.strides = elem;
-    t.byte_offset = 0;
-    Py_INCREF(v);
-    if (st->home != NULL && owner_away(st->home, (PyObject *)v, &owner,
-                                       &release) != 0) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    if (cai_tensor_new(&t, d->readonly, versioned, options, owner, release,
-                       out, &err) != 0) {
-        raise_status(st, &err);
-        return -1;
-    }
-    return 0;
+    return checked_tensor(st, d, versioned, options,
+                          Py_NewRef((PyObject *)v), out);
 }
 
 /* The exchange API's export (no ordering with the consumer): the data is
@@ -422,28 +390,31 @@ static PyObject *unordered_error(void)
 }
 
 /* 1 when an unused DLPack capsule holds a tensor on a CUDA device.  A
- * versioned tensor of another major version is not read (0). */
+ * versioned tensor of another major version is not read (0).  Read in the
+ * capsule's critical section, as tensor_from_capsule takes the tensor:
+ * once another thread has taken it, it may be gone. */
 static int capsule_on_cuda(PyObject *capsule)
 {
-    const char *name = PyCapsule_GetName(capsule);
+    const char *name;
+    int on_cuda = 0;
 
+    Py_BEGIN_CRITICAL_SECTION(capsule);
+    name = PyCapsule_GetName(capsule);
     if (name == NULL) {
         PyErr_Clear();
-        return 0;
-    }
-    if (strcmp(name, CAPSULE_VERSIONED) == 0) {
+    } else if (strcmp(name, CAPSULE_VERSIONED) == 0) {
         const DLManagedTensorVersioned *t =
             PyCapsule_GetPointer(capsule, name);
 
-        return t != NULL && t->version.major == DLPACK_MAJOR_VERSION &&
-               is_cuda_device(t->dl_tensor.device.device_type);
-    }
-    if (strcmp(name, CAPSULE_LEGACY) == 0) {
+        on_cuda = t != NULL && t->version.major == DLPACK_MAJOR_VERSION &&
+                  is_cuda_device(t->dl_tensor.device.device_type);
+    } else if (strcmp(name, CAPSULE_LEGACY) == 0) {
         const DLManagedTensor *t = PyCapsule_GetPointer(capsule, name);
 
-        return t != NULL && is_cuda_device(t->dl_tensor.device.device_type);
+        on_cuda = t != NULL && is_cuda_device(t->dl_tensor.device.device_type);
     }
-    return 0;
+    Py_END_CRITICAL_SECTION();
+    return on_cuda;
 }
 
 /* Our own producer: straight to the tensor, ordered as __dlpack__. */

@@ -67,7 +67,9 @@ struct released {
 static pthread_mutex_t release_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct released *release_queue; /* guarded by release_lock */
 static int release_scheduled;          /* a pending call is queued */
-static int release_hooked;             /* the atexit hook is registered */
+/* The atexit hook: 0 none, 1 being registered (claimed under the lock, so
+ * two threads never both register it), 2 registered. */
+static int release_hooked;
 static int release_closed;             /* the interpreter is exiting */
 
 /* Drops the queued owners; the GIL is held.  Releasing one may run Python
@@ -119,22 +121,28 @@ int release_queue_init(void)
         return 0;
     pthread_mutex_lock(&release_lock);
     hooked = release_hooked;
+    if (!hooked)
+        release_hooked = 1;
     pthread_mutex_unlock(&release_lock);
     if (hooked)
         return 0;
+    /* Python code runs here: not under the lock. */
     if ((atexit = PyImport_ImportModule("atexit")) == NULL)
-        return -1;
-    hook = PyCFunction_New(&close_release_queue_def, NULL);
-    done = hook == NULL ? NULL
-                        : PyObject_CallMethod(atexit, "register", "O", hook);
-    Py_XDECREF(hook);
-    Py_DECREF(atexit);
+        done = NULL;
+    else {
+        hook = PyCFunction_New(&close_release_queue_def, NULL);
+        done = hook == NULL ? NULL
+                            : PyObject_CallMethod(atexit, "register", "O",
+                                                  hook);
+        Py_XDECREF(hook);
+        Py_DECREF(atexit);
+    }
+    pthread_mutex_lock(&release_lock);
+    release_hooked = done == NULL ? 0 : 2;
+    pthread_mutex_unlock(&release_lock);
     if (done == NULL)
         return -1;
     Py_DECREF(done);
-    pthread_mutex_lock(&release_lock);
-    release_hooked = 1;
-    pthread_mutex_unlock(&release_lock);
     return 0;
 }
 
@@ -146,7 +154,7 @@ static int defer_release(PyObject *owner)
     int rc = 0;
 
     pthread_mutex_lock(&release_lock);
-    if (!release_hooked) {
+    if (release_hooked != 2) {
         rc = -1;
     } else if (!release_closed) {
         /* Out of memory: the owner is leaked rather than risk a wait. */
@@ -368,7 +376,8 @@ void delete_tensor(void *tensor, int versioned)
  * consumer that took the tensor renamed the capsule.  Our own name pointer
  * is compared first, sparing a strcmp on the usual path, and the tensor is
  * read from the context (set at creation), sparing GetPointer's.  A capsule
- * dies with the GIL held, so a tensor owning a Python object drops it here
+ * dies on a thread attached to its interpreter (holding the GIL where there
+ * is one), so a tensor owning a Python object drops it here
  * instead of going through release_pyobject's thread-state checks.  The
  * pending exception is saved only when there is one.
  */
@@ -456,41 +465,45 @@ PyObject *desc_to_capsule(cai_state *st, const cai_desc_t *desc,
 }
 
 /* Takes the tensor out of a DLPack capsule, marking the capsule used, into
- * a CAIView reporting stream. */
+ * a CAIView reporting stream.  The name is read and changed in one
+ * critical section: of two threads handed the same capsule, only one
+ * takes the tensor (with a GIL, nothing can run in between anyway). */
 PyObject *tensor_from_capsule(cai_state *st, PyObject *capsule,
                               PyObject *stream, int legacy_writable)
 {
-    const char *name = PyCapsule_GetName(capsule);
-    void *tensor;
-    int versioned;
+    const char *name;
+    void *tensor = NULL;
+    int versioned = -1, renamed = -1;
 
-    if (name == NULL && PyErr_Occurred())
-        return NULL;
+    Py_BEGIN_CRITICAL_SECTION(capsule);
+    name = PyCapsule_GetName(capsule);
     if (name != NULL && strcmp(name, CAPSULE_VERSIONED) == 0)
         versioned = 1;
     else if (name != NULL && strcmp(name, CAPSULE_LEGACY) == 0)
         versioned = 0;
-    else if (name != NULL && (strcmp(name, CAPSULE_VERSIONED_USED) == 0 ||
-                              strcmp(name, CAPSULE_LEGACY_USED) == 0)) {
+    if (versioned >= 0 &&
+        (tensor = PyCapsule_GetPointer(capsule, name)) != NULL)
+        /* Renamed at once: from here on only we may call the deleter. */
+        renamed = PyCapsule_SetName(capsule, versioned
+                                                 ? CAPSULE_VERSIONED_USED
+                                                 : CAPSULE_LEGACY_USED);
+    Py_END_CRITICAL_SECTION();
+    if (renamed == 0)
+        /* A legacy tensor cannot say whether its memory may be written:
+         * read only, as NumPy imports it, unless the caller knows
+         * better. */
+        return caiview_new(st, tensor, versioned, stream,
+                           !versioned && !legacy_writable);
+    if (PyErr_Occurred())
+        return NULL;
+    if (name != NULL && (strcmp(name, CAPSULE_VERSIONED_USED) == 0 ||
+                         strcmp(name, CAPSULE_LEGACY_USED) == 0))
         PyErr_Format(PyExc_ValueError,
                      "the capsule is named '%s': its tensor was already "
                      "taken by a consumer", name);
-        return NULL;
-    } else {
+    else
         PyErr_Format(PyExc_TypeError,
                      "a capsule named '%s' is not a DLPack tensor",
                      name == NULL ? "(null)" : name);
-        return NULL;
-    }
-    tensor = PyCapsule_GetPointer(capsule, name);
-    if (tensor == NULL)
-        return NULL;
-    /* Renamed first: from here on only we may call the deleter. */
-    if (PyCapsule_SetName(capsule, versioned ? CAPSULE_VERSIONED_USED
-                                             : CAPSULE_LEGACY_USED) != 0)
-        return NULL;
-    /* A legacy tensor cannot say whether its memory may be written: read
-     * only, as NumPy imports it, unless the caller knows better. */
-    return caiview_new(st, tensor, versioned, stream,
-                       !versioned && !legacy_writable);
+    return NULL;
 }

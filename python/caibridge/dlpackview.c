@@ -12,12 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if PY_VERSION_HEX < 0x030C0000
-#include <structmember.h>
-#define Py_T_PYSSIZET T_PYSSIZET
-#define Py_READONLY READONLY
-#endif
-
 /* The fields of a descriptor that stream ordering reads; no extents. */
 void view_to_header(const DLPackViewObject *v, cai_desc_t *d)
 {

@@ -261,24 +261,27 @@ static const DLPackExchangeAPI *foreign_table(cai_state *st, PyObject *x,
     if (dict == NULL)
         return NULL;
     for (i = 0; i < 2; i++) {
-        PyObject *capsule = PyDict_GetItemWithError(dict, names[i]);
+        PyObject *capsule;
         const DLPackExchangeAPIHeader *h;
+        /* A strong reference: another thread may set the attribute. */
+        int found = cai_dict_get_ref(dict, names[i], &capsule);
 
-        if (capsule == NULL && PyErr_Occurred()) {
-            PyErr_Clear(); /* a str key: never happens; no table then */
+        if (found <= 0) {
+            if (found < 0)
+                PyErr_Clear(); /* a str key: never happens; no table */
             continue;
         }
-        if (capsule == NULL || !PyCapsule_IsValid(capsule,
-                                                  CAPSULE_EXCHANGE_API))
-            continue;
-        h = PyCapsule_GetPointer(capsule, CAPSULE_EXCHANGE_API);
+        h = PyCapsule_IsValid(capsule, CAPSULE_EXCHANGE_API)
+                ? PyCapsule_GetPointer(capsule, CAPSULE_EXCHANGE_API)
+                : NULL;
         /* Newer tables chain to older ones (DLPack, "prev_api"). */
         while (h != NULL && h->version.major != DLPACK_MAJOR_VERSION)
             h = h->prev_api;
         if (h != NULL) {
-            *holder = Py_NewRef(capsule);
+            *holder = capsule;
             return (const DLPackExchangeAPI *)h;
         }
+        Py_DECREF(capsule);
     }
     return NULL;
 }

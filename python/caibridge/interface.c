@@ -45,6 +45,8 @@ void index_entry_keys(cai_state *st)
  * in one walk over the dict, which runs no Python code: reading an entry
  * later may run __index__ that mutates the dict, so every entry is held
  * first.  A walk also beats one hash probe per key, absent keys included.
+ * Where there is no GIL the walk holds the dict's critical section, so
+ * another thread cannot change it (and free what it lends) meanwhile.
  * Returns 0, or 1 when a key that is not an exact str made it fall back to
  * look-ups (whose equality tests may run Python code), or -1 on error.
  */
@@ -53,10 +55,11 @@ static int collect_entries(cai_state *st, PyObject *iface,
 {
     Py_ssize_t pos = 0;
     PyObject *key, *value;
-    int j;
+    int j, slow = 0;
 
     for (j = 0; j < F_COUNT; j++)
         entries[j] = NULL;
+    Py_BEGIN_CRITICAL_SECTION(iface);
     while (PyDict_Next(iface, &pos, &key, &value)) {
         Py_hash_t hash;
 
@@ -64,8 +67,10 @@ static int collect_entries(cai_state *st, PyObject *iface,
         j = st->key_slot[KEY_SLOT(key, st->key_mult)];
         if (j < F_COUNT && key == st->name[j])
             goto found;
-        if (!PyUnicode_CheckExact(key))
-            goto slow; /* a key type whose equality may run Python code */
+        if (!PyUnicode_CheckExact(key)) {
+            slow = 1; /* a key type whose equality may run Python code */
+            break;
+        }
         hash = PyObject_Hash(key); /* cached in the str */
         for (j = 0; j < F_COUNT; j++) {
             if (hash == st->entry_hash[j] &&
@@ -77,18 +82,15 @@ static int collect_entries(cai_state *st, PyObject *iface,
         if (entries[j] == NULL)
             entries[j] = Py_NewRef(value);
     }
-    return 0;
+    Py_END_CRITICAL_SECTION();
+    if (!slow)
+        return 0;
 
-slow:
     /* Dict look-ups give the same answers as Python's own d[key]. */
     for (j = 0; j < F_COUNT; j++) {
-        PyObject *v;
-
         Py_CLEAR(entries[j]);
-        v = PyDict_GetItemWithError(iface, st->name[j]);
-        if (v == NULL && PyErr_Occurred())
+        if (cai_dict_get_ref(iface, st->name[j], &entries[j]) < 0)
             goto fail;
-        entries[j] = Py_XNewRef(v);
     }
     return 1;
 
@@ -119,7 +121,8 @@ static inline PyObject *take_required(PyObject **entries, int field,
 
 static const char BUFFER_CAPSULE[] = "caibridge.buffer";
 
-/* Releases the buffer export a capsule holds (it dies with the GIL held). */
+/* Releases the buffer export a capsule holds (it dies on an attached
+ * thread). */
 static void buffer_capsule_destructor(PyObject *capsule)
 {
     Py_buffer *view = PyCapsule_GetPointer(capsule, BUFFER_CAPSULE);

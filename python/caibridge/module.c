@@ -28,9 +28,10 @@ PyDoc_STRVAR(to_dlpack_doc,
 "(caibridge does not move data), copy=True makes a C-contiguous host copy\n"
 "marked IS_COPIED that holds nothing of obj.");
 
-/* The element strides of a descriptor describe() read, checked. */
-static int checked_tensor(cai_state *st, cai_desc_t *d, int versioned,
-                          unsigned options, PyObject *owner, void **out)
+/* A tensor over a descriptor describe() read, checked here (its element
+ * strides computed), holding owner (consumed, also on failure). */
+int checked_tensor(cai_state *st, cai_desc_t *d, int versioned,
+                   unsigned options, PyObject *owner, void **out)
 {
     int64_t elem[CAI_MAX_NDIM];
     cai_release_fn release = release_pyobject;
@@ -44,6 +45,7 @@ static int checked_tensor(cai_state *st, cai_desc_t *d, int versioned,
         return -1;
     }
     if (st->home != NULL && owner_away(st->home, owner, &held, &release) != 0) {
+        Py_DECREF(owner);
         PyErr_NoMemory();
         return -1;
     }
@@ -413,6 +415,14 @@ static PyModuleDef_Slot module_slots[] = {
     /* All state is per module and the core keeps none of its own that is
      * not guarded (the CUDA runtime is bound once, under pthread_once). */
     {Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED},
+#endif
+#ifdef Py_mod_gil
+    /* Safe without the GIL: the module state is written only at import
+     * (the memos that are not are compiled out there) or atomically;
+     * producers' dicts are walked in their critical section and entries
+     * held; a capsule is taken in its critical section; owners released
+     * on foreign threads go through a mutex-guarded queue. */
+    {Py_mod_gil, Py_MOD_GIL_NOT_USED},
 #endif
     {0, NULL}};
 

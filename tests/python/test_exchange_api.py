@@ -194,7 +194,11 @@ def test_allocator():
 def test_current_work_stream_is_default():
     stream = ctypes.c_void_p(1234)
     assert WORK_STREAM(table().work_stream)(1, 0, ctypes.byref(stream)) == 0
-    assert stream.value is None
+    assert stream.value is None, "host data: no stream"
+    # CUDA: the legacy default stream as its handle 1, never NULL (which
+    # consumers built for per-thread default streams read as stream 2).
+    assert WORK_STREAM(table().work_stream)(2, 0, ctypes.byref(stream)) == 0
+    assert stream.value == 1
 
 
 # ---- A foreign producer's table, read by from_dlpack ---------------------

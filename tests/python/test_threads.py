@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 
 import caibridge
-from conftest import HostProducer, Worker, join_native, start_native, \
-    take_tensor
+from conftest import CAIProducer, HostProducer, Worker, cai_of, \
+    join_native, start_native, take_tensor
 
 THREADS = 8
 PER_THREAD = 3000
@@ -153,6 +153,116 @@ def test_many_deleters_on_native_threads_while_python_runs(torch):
             t.join()
     settle()
     assert sys.getrefcount(producer) == before
+
+
+class ChangingProducer:
+    """A host producer whose one dict other threads keep rewriting: fresh
+    but equal entries (the old ones freed at once) and an extra key added
+    and removed (the dict resizes).  Every read must still see a whole,
+    valid description."""
+
+    def __init__(self, array):
+        self.array = array
+        self.iface = dict(array.__array_interface__)
+
+    @property
+    def __array_interface__(self):
+        return self.iface
+
+    def churn(self, i):
+        base = self.array.__array_interface__
+        self.iface["shape"] = tuple(int(n) for n in base["shape"])
+        self.iface["data"] = (int(base["data"][0]), False)
+        self.iface["typestr"] = "".join(base["typestr"])
+        if i % 2:
+            self.iface["extra%d" % (i % 7)] = [i]
+        else:
+            self.iface.pop("extra%d" % ((i - 1) % 7), None)
+
+
+def test_shared_objects_on_8_threads():
+    """8 threads share producers (one whose dict others rewrite), views,
+    CAIViews and capsules: as_dlpack, to_dlpack, from_dlpack and __dlpack__
+    on each, capsules made on one thread and released or taken on another,
+    and one capsule contested by every thread (exactly one takes it).
+    Without torch, so it runs on every interpreter, free-threaded 3.13t
+    included.  Afterwards every reference taken is gone."""
+    base = np.arange(12, dtype=np.float32).reshape(3, 4)
+    host = HostProducer(base)
+    changing = ChangingProducer(np.arange(6, dtype=np.int64))
+    cai = CAIProducer(cai_of(base))
+    view = caibridge.as_dlpack(host)
+    cview = caibridge.from_dlpack(caibridge.as_dlpack(host))
+    passed = queue.Queue()
+    rounds = PER_THREAD // 6
+    start = threading.Barrier(THREADS)
+    contest = threading.Barrier(THREADS)
+    contested = []
+    wins = []
+    old = sys.getswitchinterval()
+
+    def work(k):
+        start.wait()
+        for i in range(rounds):
+            if k == 0:
+                changing.churn(i)
+            a = np.from_dlpack(caibridge.as_dlpack(host))
+            assert a[2, 3] == 11.0
+            assert np.from_dlpack(view)[1, 2] == 6.0
+            assert int(np.from_dlpack(caibridge.as_dlpack(changing))[5]) == 5
+            c = caibridge.to_dlpack(changing, max_version=(1, 3))
+            assert caibridge.from_dlpack(c).__array_interface__["shape"] == \
+                (6,)
+            assert cview.__array_interface__["data"][0] == \
+                host.iface["data"][0]
+            assert np.from_dlpack(cview)[0, 1] == 1.0
+            assert caibridge.from_dlpack(view).__array_interface__[
+                "shape"] == (3, 4)
+            d = caibridge.as_dlpack(cai, device=(2, 0)).__dlpack__(
+                max_version=(1, 0))
+            # Made here, released or taken on another thread.
+            passed.put(view.__dlpack__(max_version=(1, 3)))
+            passed.put(caibridge.to_dlpack(host))
+            item = passed.get()
+            if i % 3 == 0:
+                caibridge.from_dlpack(item)
+            elif i % 3 == 1:
+                take = passed.get()
+                tensor, deleter = take_tensor(take)
+                join_native(start_native(deleter, tensor))
+            del a, c, d, item
+            if i % 50 == 0:
+                # One capsule, every thread: one takes it, the rest are
+                # told it was taken.
+                if k == 0:
+                    contested[:] = [caibridge.to_dlpack(
+                        host, max_version=(1, 3))]
+                contest.wait()
+                try:
+                    caibridge.from_dlpack(contested[0])
+                    wins.append(i)
+                except ValueError as e:
+                    assert "already taken" in str(e)
+                contest.wait()
+
+    settle()
+    before = [sys.getrefcount(o) for o in (host, changing, cai, view, cview)]
+    sys.setswitchinterval(1e-5)
+    try:
+        threads = [Worker(work, k) for k in range(THREADS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert sorted(wins) == list(range(0, rounds, 50)), wins
+    while not passed.empty():
+        passed.get()
+    del contested[:]
+    settle()
+    after = [sys.getrefcount(o) for o in (host, changing, cai, view, cview)]
+    assert after == before
 
 
 EXIT_SCRIPT = textwrap.dedent("""
