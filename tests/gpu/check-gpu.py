@@ -191,8 +191,13 @@ class Libs:
 
 
 @caibridge.add_dlpack
-class PatchedCAI(StreamedArray):
-    """A CuPy-free CAI v3 class made a DLPack producer by add_dlpack."""
+class PatchedCAI(CAI):
+    """A CuPy-free CAI v3 class made a DLPack producer by add_dlpack: a
+    float32 torch tensor's memory with work pending on stream."""
+
+    def __init__(self, tensor, stream):
+        super().__init__(tensor, tensor.data_ptr(), tuple(tensor.shape),
+                         stream=stream)
 
 
 @caibridge.add_array_interface

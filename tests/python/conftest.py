@@ -17,6 +17,10 @@ def consumer(name, *submodules):
     CAIBRIDGE_WHY_NO_<NAME> when set (CI's interpreter matrix says there why
     it did not install it), else the import error."""
     why = None
+    if name == "jax" and os.environ.get("CAIBRIDGE_TEST_NO_JAX"):
+        return None, pytest.mark.skip(
+            reason="jax: CAIBRIDGE_TEST_NO_JAX is set (JAX's XLA does not "
+                   "run under AddressSanitizer)")
     try:
         module = importlib.import_module(name)
         for sub in submodules:

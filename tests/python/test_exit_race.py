@@ -264,4 +264,7 @@ def test_pool_releases_leave_nothing_behind(pool):
     settle(refs)
     assert sys.getrefcount(producer) == refs
     assert sys.getrefcount(view) == view_refs
-    assert rss() - before < 1 << 20
+    # AddressSanitizer's quarantine keeps freed memory resident: there the
+    # reference counts above are the check.
+    if "libasan" not in os.environ.get("LD_PRELOAD", ""):
+        assert rss() - before < 1 << 20
