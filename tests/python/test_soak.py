@@ -82,7 +82,9 @@ def soak(name, step, n, producer, warmup=10000):
     assert refs1 == refs0, f"{name}: producer refcount {refs0} -> {refs1}"
     assert rss1 - rss0 < RSS_LIMIT, \
         f"{name}: RSS grew by {rss1 - rss0} bytes over {n} hand-overs"
-    assert blocks1 - blocks0 < BLOCK_SLACK, \
+    # A leak keeps at least one block per hand-over; the consumer's own
+    # runtime (JAX on a free-threaded build) may hold a few hundred.
+    assert blocks1 - blocks0 < max(BLOCK_SLACK, n // 2), \
         f"{name}: {blocks1 - blocks0} more allocated blocks after {n}"
     # Types grown by a handful are caches; a leak grows with n.
     leaking = {t: g for t, g in grown.items() if g >= 50}
