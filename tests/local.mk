@@ -55,7 +55,7 @@ check-valgrind:
 	@failed=0; \
 	for t in $(VALGRIND_TESTS); do \
 	  log=$$t.valgrind.log; \
-	  if $(LIBTOOL) --mode=execute $(VALGRIND) $(VALGRIND_FLAGS) \
+	  if srcdir='$(srcdir)' $(LIBTOOL) --mode=execute $(VALGRIND) $(VALGRIND_FLAGS) \
 	       ./$$t$(EXEEXT) >$$log 2>&1 && \
 	     ! grep '^not ok' $$log >/dev/null && \
 	     grep '^1\.\.' $$log >/dev/null; then \
