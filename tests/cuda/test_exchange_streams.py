@@ -25,34 +25,11 @@ from test_stream_order import (DEVICE, DEVICE_PTR, KDLCPU, KDLCUDA,  # noqa
                               KDLCUDAHOST, MANAGED, PINNED, PRODUCER,
                               DeviceArray, caibridge, cuda, double)
 from conftest import (DLDevice, DLManagedTensorVersioned, DLPackVersion,  # noqa
-                      DLTensor, VERSIONED_DELETER, dtype_of)
+                      DLTensor, DLTENSOR_FROM_PY, FROM_PY, TO_PY, WORK_STREAM,
+                      ExchangeAPI, Header, VERSIONED_DELETER, dtype_of)
 
 P = ctypes.POINTER
 LEGACY = 1
-
-
-class Header(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
-                ("prev_api", ctypes.c_void_p)]
-
-
-# PYFUNCTYPE: the GIL stays held and a Python error set by the callee is
-# raised, as a C consumer holding the GIL sees it.
-FROM_PY = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object,
-                            P(P(DLManagedTensorVersioned)))
-TO_PY = ctypes.PYFUNCTYPE(ctypes.c_int, P(DLManagedTensorVersioned),
-                          P(ctypes.py_object))
-DLTENSOR_FROM_PY = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object,
-                                     P(DLTensor))
-WORK_STREAM = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.c_int32,
-                                P(ctypes.c_void_p))
-
-
-class ExchangeAPI(ctypes.Structure):
-    _fields_ = [("header", Header), ("allocator", ctypes.c_void_p),
-                ("from_py", ctypes.c_void_p), ("to_py", ctypes.c_void_p),
-                ("dltensor_from_py", ctypes.c_void_p),
-                ("work_stream", ctypes.c_void_p)]
 
 
 _get = ctypes.pythonapi.PyCapsule_GetPointer

@@ -192,6 +192,32 @@ DLManagedTensor._fields_ = [("dl_tensor", DLTensor),
                             ("manager_ctx", ctypes.c_void_p),
                             ("deleter", LEGACY_DELETER)]
 
+# The DLPack C exchange API table, as a C consumer reads it.  PYFUNCTYPE:
+# the GIL stays held and a Python error set by the callee is raised.
+_P = ctypes.POINTER
+
+
+class Header(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
+                ("prev_api", ctypes.c_void_p)]
+
+
+FROM_PY = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object,
+                            _P(_P(DLManagedTensorVersioned)))
+TO_PY = ctypes.PYFUNCTYPE(ctypes.c_int, _P(DLManagedTensorVersioned),
+                          _P(ctypes.py_object))
+DLTENSOR_FROM_PY = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object,
+                                     _P(DLTensor))
+WORK_STREAM = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.c_int32,
+                                _P(ctypes.c_void_p))
+
+
+class ExchangeAPI(ctypes.Structure):
+    _fields_ = [("header", Header), ("allocator", ctypes.c_void_p),
+                ("from_py", ctypes.c_void_p), ("to_py", ctypes.c_void_p),
+                ("dltensor_from_py", ctypes.c_void_p),
+                ("work_stream", ctypes.c_void_p)]
+
 PyCapsule_New = ctypes.pythonapi.PyCapsule_New
 PyCapsule_New.restype = ctypes.py_object
 PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]

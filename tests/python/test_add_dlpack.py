@@ -214,7 +214,7 @@ def test_own_dlpack_is_not_overwritten():
 
 def test_exchange_table_from_c():
     """The patched class's table driven as a C consumer drives it."""
-    from test_exchange_api import FROM_PY, ExchangeAPI
+    from conftest import FROM_PY, ExchangeAPI
     api = ExchangeAPI.from_address(PyCapsule_GetPointer(
         Host.__dict__["__dlpack_c_exchange_api__"], b"dlpack_exchange_api"))
     assert (api.header.major, api.header.minor) == (1, 3)

@@ -123,7 +123,7 @@ def test_exchange_api_is_published():
 def test_exchange_table_from_c():
     """CAIView's table driven as a C consumer drives it: the tensor keeps
     READ_ONLY and holds the view until its deleter runs."""
-    from test_exchange_api import FROM_PY, ExchangeAPI
+    from conftest import FROM_PY, ExchangeAPI
     api = ExchangeAPI.from_address(PyCapsule_GetPointer(
         caibridge.CAIView.__dict__["__dlpack_c_exchange_api__"],
         b"dlpack_exchange_api"))

@@ -9,16 +9,12 @@ import numpy as np
 import pytest
 
 import caibridge
-from conftest import (DLManagedTensorVersioned, DLTensor, FakeTensor,
-                      HostProducer, PyCapsule_New, collect, data_pointer,
-                      dtype_of, filled)
+from conftest import (DLTENSOR_FROM_PY, FROM_PY, TO_PY, WORK_STREAM, Header,
+                      DLManagedTensorVersioned, DLTensor, ExchangeAPI,
+                      FakeTensor, HostProducer, PyCapsule_New, collect,
+                      data_pointer, dtype_of, filled)
 
 P = ctypes.POINTER
-
-
-class Header(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
-                ("prev_api", ctypes.c_void_p)]
 
 
 SET_ERROR = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p,
@@ -28,21 +24,6 @@ SET_ERROR = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p,
 ALLOCATOR = ctypes.PYFUNCTYPE(ctypes.c_int, P(DLTensor),
                               P(P(DLManagedTensorVersioned)), ctypes.c_void_p,
                               SET_ERROR)
-FROM_PY = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object,
-                            P(P(DLManagedTensorVersioned)))
-TO_PY = ctypes.PYFUNCTYPE(ctypes.c_int, P(DLManagedTensorVersioned),
-                          P(ctypes.py_object))
-DLTENSOR_FROM_PY = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object,
-                                     P(DLTensor))
-WORK_STREAM = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.c_int32,
-                                P(ctypes.c_void_p))
-
-
-class ExchangeAPI(ctypes.Structure):
-    _fields_ = [("header", Header), ("allocator", ctypes.c_void_p),
-                ("from_py", ctypes.c_void_p), ("to_py", ctypes.c_void_p),
-                ("dltensor_from_py", ctypes.c_void_p),
-                ("work_stream", ctypes.c_void_p)]
 
 
 def table():
