@@ -8,8 +8,6 @@
 #include <config.h>
 #endif
 
-#include <string.h>
-
 #include "abi.h"
 
 #ifdef CAI_DLPACK_UPSTREAM_H
@@ -18,6 +16,7 @@
 
 #if defined(CAI_DLPACK_UPSTREAM_H) && defined(DLPACK_MAJOR_VERSION)
 #include "caibridge.h"
+#include "test-util.h"
 
 int cai_abi_guard_check(void)
 {
@@ -25,16 +24,7 @@ int cai_abi_guard_check(void)
     cai_desc_t desc, back;
     DLManagedTensorVersioned *t = NULL;
 
-    memset(&desc, 0, sizeof desc);
-    desc.data = data;
-    desc.ndim = 2;
-    desc.version = 3;
-    desc.dtype.code = kDLFloat;
-    desc.dtype.bits = 32;
-    desc.dtype.lanes = 1;
-    desc.device.device_type = kDLCPU;
-    desc.shape[0] = 2;
-    desc.shape[1] = 3;
+    float_desc(&desc, data, 2, 2, 3);
     desc.readonly = 1;
     if (cai_desc_to_dlpack_versioned(&desc, 0, NULL, NULL, &t, NULL) != 0)
         return -1;

@@ -1,9 +1,8 @@
 /* tests/abi-t: the ABI numbers of caibridge's own DLPack header. */
-#include <string.h>
-
 #include "caibridge.h"
 
 #include "abi.h"
+#include "test-util.h"
 
 const struct cai_abi_entry cai_abi_ours[] = {
 #include "abi-table.h"
@@ -22,15 +21,7 @@ long long cai_abi_made_version(void)
     DLManagedTensorVersioned *t = NULL;
     long long v;
 
-    memset(&desc, 0, sizeof desc);
-    desc.data = data;
-    desc.ndim = 1;
-    desc.version = 3;
-    desc.dtype.code = kDLFloat;
-    desc.dtype.bits = 32;
-    desc.dtype.lanes = 1;
-    desc.device.device_type = kDLCPU;
-    desc.shape[0] = 2;
+    float_desc(&desc, data, 1, 2, 0);
     if (cai_desc_to_dlpack_versioned(&desc, 0, NULL, NULL, &t, NULL) != 0)
         return -1;
     v = t->version.major * 100LL + t->version.minor;

@@ -1,11 +1,11 @@
 // caibridge.h from C++ (C++11 or later): it must compile warning-free and
 // link against the C library; one conversion each way runs here.
 #include <cstdint>
-#include <cstring>
 #include <type_traits>
 
 #include "caibridge.h"
 #include "tap/basic.h"
+#include "test-util.h"
 
 static_assert(sizeof(DLDataType) == 4, "DLDataType is 4 bytes");
 static_assert(sizeof(DLDevice) == 8, "DLDevice is 8 bytes");
@@ -35,17 +35,7 @@ int main()
     int released = 0;
 
     plan(10);
-    std::memset(&desc, 0, sizeof desc);
-    desc.data = data;
-    desc.ndim = 2;
-    desc.version = 3;
-    desc.dtype.code = kDLFloat;
-    desc.dtype.bits = 32;
-    desc.dtype.lanes = 1;
-    desc.device.device_type = kDLCPU;
-    desc.device.device_id = 0;
-    desc.shape[0] = 3;
-    desc.shape[1] = 4;
+    float_desc(&desc, data, 2, 3, 4);
     desc.has_strides = 1;
     desc.strides[0] = 4;
     desc.strides[1] = 12;

@@ -4,22 +4,14 @@
 
 #include "caibridge.h"
 #include "tap/basic.h"
+#include "test-util.h"
 
 static float buffer[64];
 
 /* A valid 3x4 float32 C-contiguous host descriptor. */
 static void base(cai_desc_t *d)
 {
-    memset(d, 0, sizeof *d);
-    d->data = buffer;
-    d->ndim = 2;
-    d->version = 3;
-    d->dtype.code = kDLFloat;
-    d->dtype.bits = 32;
-    d->dtype.lanes = 1;
-    d->device.device_type = kDLCPU;
-    d->shape[0] = 3;
-    d->shape[1] = 4;
+    float_desc(d, buffer, 2, 3, 4);
 }
 
 /* Expects desc to be refused with status and field; the message must

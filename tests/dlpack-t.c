@@ -8,6 +8,7 @@
 
 #include "caibridge.h"
 #include "tap/basic.h"
+#include "test-util.h"
 
 static double buffer[256];
 
@@ -16,27 +17,10 @@ static void count_release(void *owner)
     ++*(int *)owner;
 }
 
-static DLDataType dtype(uint8_t code, uint8_t bits, uint16_t lanes)
-{
-    DLDataType t;
-
-    t.code = code;
-    t.bits = bits;
-    t.lanes = lanes;
-    return t;
-}
-
 /* A valid 3x4 float32 C-contiguous host descriptor without strides. */
 static void base(cai_desc_t *d)
 {
-    memset(d, 0, sizeof *d);
-    d->data = buffer;
-    d->ndim = 2;
-    d->version = 3;
-    d->dtype = dtype(kDLFloat, 32, 1);
-    d->device.device_type = kDLCPU;
-    d->shape[0] = 3;
-    d->shape[1] = 4;
+    float_desc(d, buffer, 2, 3, 4);
 }
 
 /* The shape and strides of t lie in its own allocation, right after the

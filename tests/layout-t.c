@@ -3,16 +3,7 @@
 
 #include "caibridge.h"
 #include "tap/basic.h"
-
-static DLDataType dtype(uint8_t code, uint8_t bits, uint16_t lanes)
-{
-    DLDataType t;
-
-    t.code = code;
-    t.bits = bits;
-    t.lanes = lanes;
-    return t;
-}
+#include "test-util.h"
 
 /* Fills err with something a successful call must clear. */
 static void poison(cai_error_t *err)

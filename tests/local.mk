@@ -5,6 +5,8 @@ tests_tap_libtap_a_SOURCES = tests/tap/basic.c tests/tap/basic.h
 tests_tap_libtap_a_CPPFLAGS = -I$(top_srcdir)/tests
 
 TESTS_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests
+# What the tests build alike (a dtype, a float32 descriptor).
+EXTRA_DIST += tests/test-util.h
 
 C_CORE_TESTS = \
 	tests/typestr-t \

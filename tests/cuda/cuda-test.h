@@ -12,6 +12,7 @@
 #include "caibridge.h"
 #include "cudart-double.h"
 #include "tap/basic.h"
+#include "test-util.h"
 
 /* CUDART_DOUBLE_DIR comes from tests/cuda/local.mk; LT_OBJDIR is where
  * libtool puts the shared object. */
@@ -59,16 +60,7 @@ static inline void check_host_conversion(const char *when)
     cai_error_t err;
     int rc;
 
-    memset(&desc, 0, sizeof desc);
-    desc.data = values;
-    desc.ndim = 2;
-    desc.version = 3;
-    desc.shape[0] = 2;
-    desc.shape[1] = 3;
-    desc.dtype.code = kDLFloat;
-    desc.dtype.bits = 32;
-    desc.dtype.lanes = 1;
-    desc.device.device_type = kDLCPU;
+    float_desc(&desc, values, 2, 2, 3);
     host_owner_released = 0;
     rc = cai_desc_to_dlpack_versioned(&desc, 0, values, release_host_owner,
                                       &tensor, &err);

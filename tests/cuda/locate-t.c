@@ -150,14 +150,7 @@ static void located_conversion(void)
     cai_error_t err;
     int rc;
 
-    memset(&desc, 0, sizeof desc);
-    desc.data = device_memory;
-    desc.ndim = 1;
-    desc.version = 3;
-    desc.shape[0] = 4;
-    desc.dtype.code = kDLFloat;
-    desc.dtype.bits = 32;
-    desc.dtype.lanes = 1;
+    float_desc(&desc, device_memory, 1, 4, 0);
     cuda->reset();
     cuda->set_pointer(device_memory, DOUBLE_DEVICE, 3);
     rc = cai_cuda_locate(desc.data, &desc.device, &err);
