@@ -43,6 +43,27 @@ static inline const struct cudart_double *use_double(void)
     return open_double();
 }
 
+/* Two stream handles the double only compares. */
+#define PRODUCER_STREAM ((intptr_t)0x5000)
+#define CONSUMER_STREAM ((intptr_t)0x6000)
+
+/* A producer of 4 elements (data NULL) in memory of type on device, with
+ * stream (0: none): what the ordering and fence calls read. */
+static inline cai_desc_t producer(intptr_t stream, DLDeviceType type,
+                                  int device)
+{
+    cai_desc_t desc;
+
+    memset(&desc, 0, sizeof desc);
+    desc.ndim = 1;
+    desc.shape[0] = 4;
+    desc.has_stream = stream != 0;
+    desc.stream = stream;
+    desc.device.device_type = type;
+    desc.device.device_id = device;
+    return desc;
+}
+
 static int host_owner_released;
 
 static inline void release_host_owner(void *owner)

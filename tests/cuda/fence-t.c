@@ -12,24 +12,7 @@
 
 #include "cuda-test.h"
 
-#define PRODUCER_STREAM ((intptr_t)0x5000)
-#define CONSUMER_STREAM ((intptr_t)0x6000)
-
 static const struct cudart_double *cuda;
-
-static cai_desc_t producer(intptr_t stream, DLDeviceType type, int device)
-{
-    cai_desc_t desc;
-
-    memset(&desc, 0, sizeof desc);
-    desc.ndim = 1;
-    desc.shape[0] = 4;
-    desc.has_stream = stream != 0;
-    desc.stream = stream;
-    desc.device.device_type = type;
-    desc.device.device_id = device;
-    return desc;
-}
 
 static int count(const char *haystack, const char *needle)
 {
