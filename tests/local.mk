@@ -4,6 +4,8 @@ check_LIBRARIES = tests/tap/libtap.a
 tests_tap_libtap_a_SOURCES = tests/tap/basic.c tests/tap/basic.h
 tests_tap_libtap_a_CPPFLAGS = -I$(top_srcdir)/tests
 
+# For tests in subdirectories; the tests here find tap/basic.h and
+# test-util.h beside their own sources.
 TESTS_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests
 # What the tests build alike (a dtype, a float32 descriptor).
 EXTRA_DIST += tests/test-util.h
@@ -21,20 +23,12 @@ C_CORE_TESTS = \
 check_PROGRAMS += $(C_CORE_TESTS)
 TESTS += $(C_CORE_TESTS)
 
-tests_typestr_t_CPPFLAGS = $(TESTS_CPPFLAGS)
-tests_layout_t_CPPFLAGS = $(TESTS_CPPFLAGS)
-tests_desc_t_CPPFLAGS = $(TESTS_CPPFLAGS)
-tests_dlpack_t_CPPFLAGS = $(TESTS_CPPFLAGS)
-tests_error_t_CPPFLAGS = $(TESTS_CPPFLAGS)
-tests_abi_t_CPPFLAGS = $(TESTS_CPPFLAGS)
 tests_abi_t_SOURCES = tests/abi-t.c tests/abi.h tests/abi-list.h \
 	tests/abi-table.h tests/abi-ours.c tests/abi-upstream.c tests/abi-guard.c
 # The header from C++: compiled as C++11 (when the compiler knows it).
 tests_cxx_t_SOURCES = tests/cxx-t.cc
-tests_cxx_t_CPPFLAGS = $(TESTS_CPPFLAGS)
 tests_cxx_t_CXXFLAGS = $(CAI_CXX11_FLAG) $(CAI_WARN_CXXFLAGS)
 # The header in strict C99.
-tests_c99_t_CPPFLAGS = $(TESTS_CPPFLAGS)
 tests_c99_t_CFLAGS = $(CAI_C99_FLAGS) $(AM_CFLAGS)
 
 # Only the CAI_API functions leave the shared library.
