@@ -40,6 +40,25 @@ static void accepted(const cai_desc_t *d, const char *what)
        "%s: the error struct is cleared", what);
 }
 
+static void set_strides(cai_desc_t *d, int64_t s0, int64_t s1)
+{
+    d->has_strides = 1;
+    d->strides[0] = s0;
+    d->strides[1] = s1;
+}
+
+/* data at the last address accepted, then at the first refused; range is
+ * the span the message must name (four and two assertions). */
+static void address_edge(cai_desc_t *d, uintptr_t good, uintptr_t bad,
+                         const char *range, const char *good_what,
+                         const char *bad_what)
+{
+    d->data = (void *)good;
+    accepted(d, good_what);
+    d->data = (void *)bad;
+    refused(d, CAI_EINVAL, "data", range, bad_what);
+}
+
 int main(void)
 {
     cai_desc_t d;
@@ -129,54 +148,40 @@ int main(void)
     d.shape[1] = INT64_C(1) << 32;
     refused(&d, CAI_EINVAL, "shape", "number of elements overflows",
             "2^64 elements");
+    d.shape[2] = 0;
+    d.ndim = 3;
+    accepted(&d, "2^64 x 0 elements (zero-size, no overflow)");
     base(&d);
     d.shape[0] = INT64_C(1) << 31;
     d.shape[1] = INT64_C(1) << 31;
     refused(&d, CAI_EINVAL, "shape", "size in bytes overflows",
             "2^62 elements of 4 bytes, C-contiguous");
-    base(&d);
-    d.shape[0] = INT64_C(1) << 32;
-    d.shape[1] = INT64_C(1) << 32;
-    d.shape[2] = 0;
-    d.ndim = 3;
-    accepted(&d, "2^64 x 0 elements (zero-size, no overflow)");
 
     /* Zero-size arrays may have data 0; others may not. */
     base(&d);
-    d.shape[0] = 0;
-    d.data = NULL;
-    accepted(&d, "a zero-size array with data 0");
-    base(&d);
     d.data = NULL;
     refused(&d, CAI_EINVAL, "data", "12 elements", "data 0 with 12 elements");
+    d.shape[0] = 0;
+    accepted(&d, "a zero-size array with data 0");
 
     /* Strides. */
     base(&d);
-    d.has_strides = 1;
-    d.strides[0] = 16;
-    d.strides[1] = 6;
+    set_strides(&d, 16, 6);
     refused(&d, CAI_EUNSUPPORTED, "strides[1]",
             "strides[1] = 6 bytes is not a multiple of the item size 4",
             "a stride of 6 bytes");
-    d.strides[0] = 4;
-    d.strides[1] = 12;
+    set_strides(&d, 4, 12);
     accepted(&d, "transposed strides");
-    d.strides[0] = -16;
-    d.strides[1] = 4;
+    set_strides(&d, -16, 4);
     accepted(&d, "negative strides");
-    d.strides[0] = 0;
-    d.strides[1] = 0;
+    set_strides(&d, 0, 0);
     accepted(&d, "zero (broadcast) strides");
     base(&d);
-    d.has_strides = 1;
     d.shape[1] = 1;
-    d.strides[0] = 4;
-    d.strides[1] = 3;
+    set_strides(&d, 4, 3);
     accepted(&d, "a non-multiple stride on a length-1 axis");
     base(&d);
-    d.has_strides = 1;
-    d.strides[0] = INT64_C(1) << 62;
-    d.strides[1] = 4;
+    set_strides(&d, INT64_C(1) << 62, 4);
     refused(&d, CAI_EINVAL, "strides[0]", "byte extent",
             "strides whose extent overflows 64 bits");
     d.strides[0] = -((INT64_C(1) << 62) + 4);
@@ -188,8 +193,7 @@ int main(void)
     d.strides[1] = 8;
     refused(&d, CAI_EINVAL, "strides[1]", "byte extent",
             "extent overflowing only once both axes are added");
-    d.strides[0] = INT64_C(1) << 62;
-    d.strides[1] = -(INT64_C(1) << 62);
+    set_strides(&d, INT64_C(1) << 62, -(INT64_C(1) << 62));
     refused(&d, CAI_EINVAL, "strides", "byte extent",
             "a 2^64-byte span between lowest and highest element");
     d.strides[0] = INT64_MAX / 4;
@@ -211,31 +215,22 @@ int main(void)
     base(&d);
     d.ndim = 1;
     d.shape[0] = 4;
-    d.data = (void *)(UINTPTR_MAX - 16);
-    accepted(&d, "16 bytes ending just below the top of the address space");
-    d.data = (void *)(UINTPTR_MAX - 15);
-    refused(&d, CAI_EINVAL, "data", "[0, 16)",
-            "16 bytes whose end (one past the last) wraps to 0");
+    address_edge(&d, UINTPTR_MAX - 16, UINTPTR_MAX - 15, "[0, 16)",
+                 "16 bytes ending just below the top of the address space",
+                 "16 bytes whose end (one past the last) wraps to 0");
     d.has_strides = 1;
     d.strides[0] = -4;
-    d.data = (void *)(uintptr_t)12;
-    accepted(&d, "a reversed axis ending at address 0");
-    d.data = (void *)(uintptr_t)8;
-    refused(&d, CAI_EINVAL, "data", "[-12, 4)",
-            "a reversed axis reaching below address 0");
+    address_edge(&d, 12, 8, "[-12, 4)", "a reversed axis ending at address 0",
+                 "a reversed axis reaching below address 0");
     d.strides[0] = 0;
-    d.data = (void *)(UINTPTR_MAX - 4);
-    accepted(&d, "a broadcast item just below the top");
-    d.data = (void *)(UINTPTR_MAX - 3);
-    refused(&d, CAI_EINVAL, "data", "[0, 4)",
-            "a broadcast item whose end wraps to 0");
+    address_edge(&d, UINTPTR_MAX - 4, UINTPTR_MAX - 3, "[0, 4)",
+                 "a broadcast item just below the top",
+                 "a broadcast item whose end wraps to 0");
     base(&d);
     d.shape[0] = 0;
     d.strides[0] = INT64_MAX - 2;
     accepted(&d, "any strides when the array is zero-size");
-    d.has_strides = 1;
-    d.strides[0] = 3;
-    d.strides[1] = 5;
+    set_strides(&d, 3, 5);
     accepted(&d, "strides no multiple of the item size on a zero-size array "
                  "(NumPy exports it)");
     return 0;
