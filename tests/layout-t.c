@@ -5,20 +5,6 @@
 #include "tap/basic.h"
 #include "test-util.h"
 
-/* Fills err with something a successful call must clear. */
-static void poison(cai_error_t *err)
-{
-    err->status = 12345;
-    strcpy(err->field, "stale");
-    strcpy(err->message, "stale message");
-}
-
-static int cleared(const cai_error_t *err)
-{
-    return err->status == 0 && err->field[0] == '\0' &&
-           err->message[0] == '\0';
-}
-
 static void test_itemsize(void)
 {
     is_int(1, cai_dtype_itemsize(dtype(kDLBool, 8, 1)), "bool8 is 1 byte");
@@ -47,11 +33,11 @@ static void test_bytes_to_elements(void)
     {
         const int64_t shape[] = {3, 4}, bytes[] = {16, 4};
 
-        poison(&err);
+        poison_err(&err);
         is_int(0, cai_strides_bytes_to_elements(2, shape, bytes, 4, out, &err),
                "{16, 4} bytes of 4-byte items convert");
         ok(out[0] == 4 && out[1] == 1, "... to {4, 1} elements");
-        ok(cleared(&err), "success clears the error struct");
+        ok(err_cleared(&err), "success clears the error struct");
     }
     {
         const int64_t shape[] = {3, 4}, bytes[] = {16, 6};
@@ -142,12 +128,12 @@ static void test_elements_to_bytes(void)
     {
         const int64_t el[] = {12, -3, 0};
 
-        poison(&err);
+        poison_err(&err);
         is_int(0, cai_strides_elements_to_bytes(3, el, 8, out, &err),
                "{12, -3, 0} elements of 8 bytes convert");
         ok(out[0] == 96 && out[1] == -24 && out[2] == 0,
            "... to {96, -24, 0} bytes");
-        ok(cleared(&err), "success clears the error struct");
+        ok(err_cleared(&err), "success clears the error struct");
     }
     {
         const int64_t el[] = {1, INT64_MAX / 4};
@@ -232,12 +218,12 @@ static void extent_is(int ndim, const int64_t *shape, const int64_t *strides,
     cai_error_t err;
     int64_t l = -7, h = -7;
 
-    poison(&err);
+    poison_err(&err);
     is_int(0, cai_layout_extent(ndim, shape, strides, itemsize, offset, &l,
                                 &h, &err), "extent %s: computed", what);
     ok(l == lo && h == hi, "extent %s: [%lld, %lld) (expected [%lld, %lld))",
        what, (long long)l, (long long)h, (long long)lo, (long long)hi);
-    ok(cleared(&err), "extent %s: the error struct is cleared", what);
+    ok(err_cleared(&err), "extent %s: the error struct is cleared", what);
 }
 
 /* cai_layout_extent refuses with CAI_EINVAL naming field: three. */

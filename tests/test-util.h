@@ -1,5 +1,5 @@
-/* What the C and C++ tests build the same way: a dtype, and a plain float32
- * host descriptor to start each case from. */
+/* What the C and C++ tests build the same way: a dtype, a stale error
+ * struct, and a plain float32 host descriptor to start each case from. */
 #ifndef CAI_TESTS_TEST_UTIL_H
 #define CAI_TESTS_TEST_UTIL_H
 
@@ -15,6 +15,20 @@ static inline DLDataType dtype(uint8_t code, uint8_t bits, uint16_t lanes)
     t.bits = bits;
     t.lanes = lanes;
     return t;
+}
+
+/* Fills err with what a successful call must clear. */
+static inline void poison_err(cai_error_t *err)
+{
+    err->status = 12345;
+    strcpy(err->field, "stale");
+    strcpy(err->message, "stale message");
+}
+
+static inline int err_cleared(const cai_error_t *err)
+{
+    return err->status == 0 && err->field[0] == '\0' &&
+           err->message[0] == '\0';
 }
 
 /* A valid CAI v3 float32 host descriptor over data, C-contiguous without

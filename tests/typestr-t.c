@@ -3,6 +3,7 @@
 
 #include "caibridge.h"
 #include "tap/basic.h"
+#include "test-util.h"
 
 struct good {
     const char *typestr;
@@ -113,15 +114,13 @@ int main(void)
         static const char unterminated[3] = {'<', 'f', '8'};
         static const char longer[] = "<i2junk";
 
-        err.status = 42;
-        strcpy(err.message, "stale");
+        poison_err(&err);
         is_int(0, cai_typestr_parse(unterminated, sizeof unterminated, &t,
                                     &err),
                "an unterminated '<f8' parses");
         ok(t.code == kDLFloat && t.bits == 64 && t.lanes == 1,
            "... as float64, one lane");
-        ok(err.status == 0 && err.message[0] == '\0',
-           "... and clears the error struct");
+        ok(err_cleared(&err), "... and clears the error struct");
         is_int(0, cai_typestr_parse(longer, 3, &t, &err),
                "only len bytes of '<i2junk' are read");
         ok(t.code == kDLInt && t.bits == 16, "... as int16");
