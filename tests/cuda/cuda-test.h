@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,6 +63,16 @@ static inline cai_desc_t producer(intptr_t stream, DLDeviceType type,
     desc.device.device_type = type;
     desc.device.device_id = device;
     return desc;
+}
+
+/* Runs fn(arg) to its end on a new thread, one that never used CUDA. */
+static inline void run_on_new_thread(void *(*fn)(void *), void *arg)
+{
+    pthread_t thread;
+
+    if (pthread_create(&thread, NULL, fn, arg) != 0)
+        bail("cannot start a thread");
+    pthread_join(thread, NULL);
 }
 
 static int host_owner_released;

@@ -5,7 +5,6 @@
  * afterwards; no context is created on a thread that had none; the host
  * waits when it is the consumer; the reverse edge; graph captures.
  */
-#include <pthread.h>
 #include <stdio.h>
 
 #include <cuda_runtime_api.h>
@@ -52,7 +51,6 @@ static void per_thread_stream_across_threads(void)
     cai_desc_t desc = producer(CAI_STREAM_PER_THREAD, kDLCUDA, 0);
     struct waiter w;
     cai_fence_t *fence = NULL;
-    pthread_t thread;
     cai_error_t err;
     int rc, primaries;
 
@@ -71,9 +69,7 @@ static void per_thread_stream_across_threads(void)
     primaries = cuda->primary_contexts();
     cuda->reset();
     cuda->add_stream(CONSUMER_STREAM, 0);
-    if (pthread_create(&thread, NULL, wait_elsewhere, &w) != 0)
-        bail("cannot start a thread");
-    pthread_join(thread, NULL);
+    run_on_new_thread(wait_elsewhere, &w);
     is_int(CAI_OK, w.status, "another thread waits on the fence: success");
     is_int(0, count(cuda->log(), "cudaEventRecord"),
            "nothing is recorded on the consuming thread (its stream 2 is "
@@ -206,73 +202,71 @@ static void non_primary_context_kept(void)
     ok(cuda->current_context() == mine, "the non-primary context is kept");
 }
 
+struct fresh_run {
+    intptr_t stream;
+    void *after; /* the context current on the thread afterwards */
+};
+
 static void *order_on_fresh_thread(void *arg)
 {
-    cai_desc_t desc = producer(PRODUCER_STREAM, kDLCUDA, 1);
-    void **after = arg;
+    struct fresh_run *run = arg;
+    cai_desc_t desc = producer(run->stream, kDLCUDA, 1);
     cai_error_t err;
 
     if (cai_cuda_order(&desc, CONSUMER_STREAM, &err) != 0)
-        diag("fresh thread: %s", err.message);
-    after[0] = cuda->current_context();
+        diag("fresh thread, stream %#lx: %s", (long)run->stream,
+             err.message);
+    run->after = cuda->current_context();
     return NULL;
+}
+
+/* Orders a producer on stream, data on device 1, before CONSUMER_STREAM on
+ * a thread that never used CUDA; returns the context current there after. */
+static void *order_from_fresh_thread(intptr_t stream)
+{
+    struct fresh_run run;
+
+    run.stream = stream;
+    run.after = &run; /* not NULL unless the thread sets it so */
+    run_on_new_thread(order_on_fresh_thread, &run);
+    return run.after;
 }
 
 static void fresh_thread_gets_no_context(void)
 {
-    void *after[1] = {(void *)&after};
-    pthread_t thread;
     int primaries;
 
     cuda->reset();
     cuda->add_stream(PRODUCER_STREAM, 1);
     cuda->add_stream(CONSUMER_STREAM, 1);
     primaries = cuda->primary_contexts();
-    if (pthread_create(&thread, NULL, order_on_fresh_thread, after) != 0)
-        bail("cannot start a thread");
-    pthread_join(thread, NULL);
-    ok(after[0] == NULL, "a thread that never used CUDA has no context "
-       "current after an ordering");
+    ok(order_from_fresh_thread(PRODUCER_STREAM) == NULL, "a thread that "
+       "never used CUDA has no context current after an ordering");
     is_int(primaries, cuda->primary_contexts(),
            "and no primary context was created (none on device 0)");
     contains(cuda->log(), "cuCtxSetCurrent(NULL)\n",
              "NULL is restored with the driver, not cudaSetDevice");
 }
 
-static void *legacy_on_fresh_thread(void *arg)
-{
-    cai_desc_t desc = producer(CAI_STREAM_LEGACY, kDLCUDA, 1);
-    void **after = arg;
-    cai_error_t err;
-
-    if (cai_cuda_order(&desc, CONSUMER_STREAM, &err) != 0)
-        diag("fresh thread, legacy stream: %s", err.message);
-    after[0] = cuda->current_context();
-    return NULL;
-}
-
 /* The legacy stream is shared by the threads of a context: a thread with
  * no context still orders after it, on the data's device. */
 static void legacy_stream_from_fresh_thread(void)
 {
-    void *after[1] = {(void *)&after};
-    pthread_t thread;
+    void *after;
     int primaries;
 
     cuda->reset();
     cuda->set_current_device(1); /* the data's context exists */
     cuda->add_stream(CONSUMER_STREAM, 1);
     primaries = cuda->primary_contexts();
-    if (pthread_create(&thread, NULL, legacy_on_fresh_thread, after) != 0)
-        bail("cannot start a thread");
-    pthread_join(thread, NULL);
+    after = order_from_fresh_thread(CAI_STREAM_LEGACY);
     contains(cuda->log(), "cudaEventRecord(ev1, cudaStreamLegacy)\n",
              "fresh thread, legacy producer stream: the event is recorded");
     contains(cuda->log(), "ev1 on P1\n", "on the data's device's legacy "
              "stream");
     contains(cuda->log(), "cudaStreamWaitEvent(0x6000, ev1",
              "and the consumer waits on it");
-    ok(after[0] == NULL, "the fresh thread has no context afterwards");
+    ok(after == NULL, "the fresh thread has no context afterwards");
     is_int(primaries, cuda->primary_contexts(), "no context was created");
 }
 
@@ -320,7 +314,6 @@ static void reverse_edge(void)
     cai_desc_t desc = producer(PRODUCER_STREAM, kDLCUDA, 0);
     struct release_args r;
     cai_fence_t *fence = NULL;
-    pthread_t thread;
     cai_error_t err;
     int rc;
 
@@ -346,9 +339,7 @@ static void reverse_edge(void)
     rc = cai_fence_record(&desc, &fence, &err);
     is_int(CAI_OK, rc, "per-thread producer: fence recorded");
     r.fence = fence;
-    if (pthread_create(&thread, NULL, release_elsewhere, &r) != 0)
-        bail("cannot start a thread");
-    pthread_join(thread, NULL);
+    run_on_new_thread(release_elsewhere, &r);
     is_int(CAI_OK, r.status, "released on another thread: success");
     is_int(0, count(cuda->log(), "cudaStreamWaitEvent(cudaStreamPerThread"),
            "that thread's stream 2 is not taken for the producer's");

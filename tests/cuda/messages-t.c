@@ -6,7 +6,6 @@
  * systems, a device alias of host memory, a freed pointer, zero-size
  * arrays).
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -228,7 +227,6 @@ static void fresh_thread_lookups(void)
 {
     static char device_block[64], host[16];
     struct lookup l;
-    pthread_t thread;
     int primaries;
 
     cuda->reset();
@@ -238,9 +236,7 @@ static void fresh_thread_lookups(void)
     primaries = cuda->primary_contexts();
     memset(&l, 0, sizeof l);
     l.ptr = device_block + 3;
-    if (pthread_create(&thread, NULL, locate_on_fresh_thread, &l) != 0)
-        bail("cannot start a thread");
-    pthread_join(thread, NULL);
+    run_on_new_thread(locate_on_fresh_thread, &l);
     ok(l.status == CAI_OK && l.device.device_type == kDLCUDA &&
            l.device.device_id == 1,
        "fresh thread: device memory on device 1 is located");
@@ -250,9 +246,7 @@ static void fresh_thread_lookups(void)
 
     memset(&l, 0, sizeof l);
     l.ptr = host;
-    if (pthread_create(&thread, NULL, locate_on_fresh_thread, &l) != 0)
-        bail("cannot start a thread");
-    pthread_join(thread, NULL);
+    run_on_new_thread(locate_on_fresh_thread, &l);
     is_int(CAI_EUNSUPPORTED, l.status, "fresh thread: host memory refused");
     ok(l.context_after == NULL && cuda->primary_contexts() == primaries,
        "fresh thread, host memory: no context created or left current");
