@@ -119,26 +119,31 @@ static void sticky_and_pending(void)
              "the message says an error was already pending");
 }
 
+/* The runtime's "insufficient driver" told apart by the driver's version
+ * (0: none installed). */
 static void driver_versions(void)
 {
+    static const struct {
+        int version;
+        const char *who, *words, *what;
+    } drivers[] = {
+        {0, "no driver", "no CUDA driver is installed", "said so"},
+        {12040, "old driver", "driver 12.4, older than runtime 13.0",
+         "both versions are given"},
+    };
     DLDevice device;
     cai_error_t err;
+    size_t i;
 
-    cuda->reset();
-    cuda->set_driver_version(0);
-    cuda->fail("*", cudaErrorInsufficientDriver);
-    is_int(CAI_ENOCUDA, cai_cuda_locate(&device, &device, &err),
-           "no driver: CAI_ENOCUDA");
-    contains(err.message, "no CUDA driver is installed",
-             "no driver: said so");
-
-    cuda->reset();
-    cuda->set_driver_version(12040);
-    cuda->fail("*", cudaErrorInsufficientDriver);
-    is_int(CAI_ENOCUDA, cai_cuda_locate(&device, &device, &err),
-           "old driver: CAI_ENOCUDA");
-    contains(err.message, "driver 12.4, older than runtime 13.0",
-             "old driver: both versions are given");
+    for (i = 0; i < sizeof drivers / sizeof drivers[0]; i++) {
+        cuda->reset();
+        cuda->set_driver_version(drivers[i].version);
+        cuda->fail("*", cudaErrorInsufficientDriver);
+        is_int(CAI_ENOCUDA, cai_cuda_locate(&device, &device, &err),
+               "%s: CAI_ENOCUDA", drivers[i].who);
+        contains(err.message, drivers[i].words, "%s: %s", drivers[i].who,
+                 drivers[i].what);
+    }
 }
 
 static void memory_edges(void)
