@@ -398,6 +398,34 @@ static void check_extent(const cai_desc_t *d)
           (long long)hi, (long long)offset);
 }
 
+/* A refused export: a proper error, *out left NULL, and the owner released
+ * once when there is a release to call. */
+static void check_refused(int rc, const cai_error_t *err, const void *out,
+                          const owner_t *owner, int released,
+                          const char *what)
+{
+    check_error(rc, err, what);
+    CHECK(out == NULL, "%s: refused conversion left *out set", what);
+    CHECK(owner->releases == released,
+          "%s: refused conversion released the owner %d times", what,
+          owner->releases);
+}
+
+/* Our own export read back: the same descriptor, or refused for want of a
+ * typestr. */
+static void check_read_back(int rc, const cai_error_t *err,
+                            const cai_desc_t *d, const cai_desc_t *back,
+                            int readonly_kept, const char *what)
+{
+    if (has_typestr(d->dtype)) {
+        CHECK(rc == 0, "%s: our own tensor does not read back: %s", what,
+              err->message);
+        check_same_desc(d, back, readonly_kept, what);
+    } else {
+        check_no_typestr(rc, err);
+    }
+}
+
 /* A descriptor to both DLPack structs and back. */
 static void fuzz_desc(reader *r)
 {
@@ -425,11 +453,8 @@ static void fuzz_desc(reader *r)
         rc = cai_desc_to_dlpack_versioned(&d, options, &owner, release, &t,
                                           &err);
         if (rc != 0) {
-            check_error(rc, &err, "cai_desc_to_dlpack_versioned");
-            CHECK(t == NULL, "refused conversion left *out set");
-            CHECK(owner.releases == (release ? 1 : 0),
-                  "refused conversion released the owner %d times",
-                  owner.releases);
+            check_refused(rc, &err, t, &owner, release != NULL,
+                          "cai_desc_to_dlpack_versioned");
             /* Only the unknown device is checked beyond validate. */
             CHECK(d.device.device_type == 0 || rc_valid == rc,
                   "validate said %d, the conversion %d", rc_valid, rc);
@@ -452,13 +477,7 @@ static void fuzz_desc(reader *r)
                   "flags %llx", (unsigned long long)t->flags);
             check_tensor_matches(&d, &t->dl_tensor, "versioned export");
             rc = cai_desc_from_dlpack_versioned(t, &back, &err);
-            if (has_typestr(d.dtype)) {
-                CHECK(rc == 0, "our own versioned tensor does not read "
-                      "back: %s", err.message);
-                check_same_desc(&d, &back, 1, "versioned round trip");
-            } else {
-                check_no_typestr(rc, &err);
-            }
+            check_read_back(rc, &err, &d, &back, 1, "versioned round trip");
             t->deleter(t);
             CHECK(owner.releases == (release ? 1 : 0),
                   "deleter released the owner %d times", owner.releases);
@@ -474,11 +493,8 @@ static void fuzz_desc(reader *r)
 
         rc = cai_desc_to_dlpack(&d, options, &owner, release, &t, &err);
         if (rc != 0) {
-            check_error(rc, &err, "cai_desc_to_dlpack");
-            CHECK(t == NULL, "refused legacy conversion left *out set");
-            CHECK(owner.releases == (release ? 1 : 0),
-                  "refused legacy conversion released the owner %d times",
-                  owner.releases);
+            check_refused(rc, &err, t, &owner, release != NULL,
+                          "cai_desc_to_dlpack");
             CHECK(rc_valid != 0 || d.device.device_type == 0 || refuse_ro,
                   "legacy refused a valid descriptor: %s", err.message);
         } else {
@@ -489,13 +505,7 @@ static void fuzz_desc(reader *r)
                   owner.releases);
             check_tensor_matches(&d, &t->dl_tensor, "legacy export");
             rc = cai_desc_from_dlpack(t, &back, &err);
-            if (has_typestr(d.dtype)) {
-                CHECK(rc == 0, "our own legacy tensor does not read back: %s",
-                      err.message);
-                check_same_desc(&d, &back, 0, "legacy round trip");
-            } else {
-                check_no_typestr(rc, &err);
-            }
+            check_read_back(rc, &err, &d, &back, 0, "legacy round trip");
             t->deleter(t);
             CHECK(owner.releases == (release ? 1 : 0),
                   "legacy deleter released the owner %d times",
