@@ -65,24 +65,39 @@ static int report(int success, const char *fmt, va_list ap)
     return success;
 }
 
+/* Reports success, described by the caller's fmt and its arguments. */
+#define REPORT(success, fmt)                                                 \
+    do {                                                                     \
+        va_list ap_;                                                         \
+                                                                             \
+        va_start(ap_, fmt);                                                  \
+        report(success, fmt, ap_);                                           \
+        va_end(ap_);                                                         \
+    } while (0)
+
+/* After a failed string check: the two strings, labels aligned, NULL shown
+ * as such. */
+static void show_strings(const char *label1, const char *s1,
+                         const char *label2, const char *s2)
+{
+    int width = (int)(strlen(label1) > strlen(label2) ? strlen(label1)
+                                                      : strlen(label2));
+
+    printf("#   %*s: '%s'\n#   %*s: '%s'\n", width, label1,
+           s1 ? s1 : "(null)", width, label2, s2 ? s2 : "(null)");
+}
+
 int ok(int success, const char *fmt, ...)
 {
-    va_list ap;
-
-    va_start(ap, fmt);
-    report(success, fmt, ap);
-    va_end(ap);
+    REPORT(success, fmt);
     return success;
 }
 
 int is_int(long long expected, long long seen, const char *fmt, ...)
 {
-    va_list ap;
     int success = expected == seen;
 
-    va_start(ap, fmt);
-    report(success, fmt, ap);
-    va_end(ap);
+    REPORT(success, fmt);
     if (!success)
         printf("#   expected: %lld\n#       seen: %lld\n", expected, seen);
     return success;
@@ -90,34 +105,26 @@ int is_int(long long expected, long long seen, const char *fmt, ...)
 
 int is_string(const char *expected, const char *seen, const char *fmt, ...)
 {
-    va_list ap;
     int success;
 
     if (expected == NULL || seen == NULL)
         success = expected == seen;
     else
         success = strcmp(expected, seen) == 0;
-    va_start(ap, fmt);
-    report(success, fmt, ap);
-    va_end(ap);
+    REPORT(success, fmt);
     if (!success)
-        printf("#   expected: '%s'\n#       seen: '%s'\n",
-               expected ? expected : "(null)", seen ? seen : "(null)");
+        show_strings("expected", expected, "seen", seen);
     return success;
 }
 
 int contains(const char *haystack, const char *needle, const char *fmt, ...)
 {
-    va_list ap;
     int success = haystack != NULL && needle != NULL &&
                   strstr(haystack, needle) != NULL;
 
-    va_start(ap, fmt);
-    report(success, fmt, ap);
-    va_end(ap);
+    REPORT(success, fmt);
     if (!success)
-        printf("#   expected to find: '%s'\n#                 in: '%s'\n",
-               needle ? needle : "(null)", haystack ? haystack : "(null)");
+        show_strings("expected to find", needle, "in", haystack);
     return success;
 }
 
