@@ -17,6 +17,16 @@ static int order(cai_desc_t desc, intptr_t consumer, cai_error_t *err)
     return cai_cuda_order(&desc, consumer, err);
 }
 
+/* Orders a producer on stream, data of type on device, before
+ * CONSUMER_STREAM on the double as the case left it. */
+static int order_before_consumer(intptr_t stream, DLDeviceType type,
+                                 int device, cai_error_t *err)
+{
+    cai_desc_t desc = producer(stream, type, device);
+
+    return cai_cuda_order(&desc, CONSUMER_STREAM, err);
+}
+
 static void no_call_cases(void)
 {
     cai_error_t err;
@@ -155,10 +165,7 @@ static void host_accessible_cases(void)
 
     cuda->reset();
     cuda->set_current_device(2);
-    rc = cai_cuda_order(&(cai_desc_t){.has_stream = 1,
-                                      .stream = PRODUCER_STREAM,
-                                      .device = {kDLCUDAManaged, 0}},
-                        CONSUMER_STREAM, &err);
+    rc = order_before_consumer(PRODUCER_STREAM, kDLCUDAManaged, 0, &err);
     is_int(CAI_OK, rc, "managed producer: success");
     is_string("cudaPeekAtLastError() = 0\n"
               "cuCtxGetCurrent() = P2\n"
@@ -182,10 +189,7 @@ static void other_device_cases(void)
 
     cuda->reset();
     cuda->add_stream(PRODUCER_STREAM, 1);
-    rc = cai_cuda_order(&(cai_desc_t){.has_stream = 1,
-                                      .stream = PRODUCER_STREAM,
-                                      .device = {kDLCUDA, 1}},
-                        CONSUMER_STREAM, &err);
+    rc = order_before_consumer(PRODUCER_STREAM, kDLCUDA, 1, &err);
     is_int(CAI_OK, rc, "producer stream on device 1, device 0 current: "
            "success");
     is_string("cudaPeekAtLastError() = 0\n"
@@ -207,20 +211,14 @@ static void other_device_cases(void)
     /* CuPy reports the current device's stream for data elsewhere. */
     cuda->reset();
     cuda->add_stream(PRODUCER_STREAM, 0);
-    rc = cai_cuda_order(&(cai_desc_t){.has_stream = 1,
-                                      .stream = PRODUCER_STREAM,
-                                      .device = {kDLCUDA, 1}},
-                        CONSUMER_STREAM, &err);
+    rc = order_before_consumer(PRODUCER_STREAM, kDLCUDA, 1, &err);
     is_int(CAI_OK, rc, "data on device 1, producer stream on device 0: "
            "success (the event is the stream's device's)");
     contains(cuda->log(), "ev1 on P0\n", "data on device 1, stream on "
              "device 0: event made on device 0");
 
     cuda->reset();
-    rc = cai_cuda_order(&(cai_desc_t){.has_stream = 1,
-                                      .stream = CAI_STREAM_LEGACY,
-                                      .device = {kDLCUDA, 1}},
-                        CONSUMER_STREAM, &err);
+    rc = order_before_consumer(CAI_STREAM_LEGACY, kDLCUDA, 1, &err);
     is_int(CAI_OK, rc, "legacy stream, data on device 1: success");
     is_string("cudaPeekAtLastError() = 0\n"
               "cuCtxGetCurrent() = P0\n"
@@ -239,10 +237,7 @@ static void other_device_cases(void)
 
     cuda->reset();
     cuda->fail("cudaEventRecord", cudaErrorInvalidValue);
-    rc = cai_cuda_order(&(cai_desc_t){.has_stream = 1,
-                                      .stream = CAI_STREAM_LEGACY,
-                                      .device = {kDLCUDA, 3}},
-                        CONSUMER_STREAM, &err);
+    rc = order_before_consumer(CAI_STREAM_LEGACY, kDLCUDA, 3, &err);
     is_int(CAI_ECUDA, rc, "failing record on device 3: CAI_ECUDA");
     is_int(0, cuda->current_device(), "failing record on device 3: device "
            "0 restored");
@@ -252,10 +247,7 @@ static void other_device_cases(void)
            "destroyed");
 
     cuda->reset();
-    rc = cai_cuda_order(&(cai_desc_t){.has_stream = 1,
-                                      .stream = CAI_STREAM_LEGACY,
-                                      .device = {kDLCUDA, 9}},
-                        CONSUMER_STREAM, &err);
+    rc = order_before_consumer(CAI_STREAM_LEGACY, kDLCUDA, 9, &err);
     is_int(CAI_ECUDA, rc, "data on a device that does not exist: "
            "CAI_ECUDA");
     contains(err.message, "cudaSetDevice failed",
@@ -271,10 +263,7 @@ static void failure_cases(void)
 
     cuda->reset();
     cuda->fail("cudaEventRecord", cudaErrorInvalidResourceHandle);
-    rc = cai_cuda_order(&(cai_desc_t){.has_stream = 1,
-                                      .stream = PRODUCER_STREAM,
-                                      .device = {kDLCUDA, 0}},
-                        CONSUMER_STREAM, &err);
+    rc = order_before_consumer(PRODUCER_STREAM, kDLCUDA, 0, &err);
     is_int(CAI_ECUDA, rc, "record fails: CAI_ECUDA");
     is_string("stream", err.field, "record fails: field is stream");
     contains(err.message, "cudaEventRecord failed: double: invalid handle "
@@ -295,10 +284,7 @@ static void failure_cases(void)
 
     cuda->reset();
     cuda->fail("cudaStreamWaitEvent", cudaErrorInvalidResourceHandle);
-    rc = cai_cuda_order(&(cai_desc_t){.has_stream = 1,
-                                      .stream = PRODUCER_STREAM,
-                                      .device = {kDLCUDA, 0}},
-                        CONSUMER_STREAM, &err);
+    rc = order_before_consumer(PRODUCER_STREAM, kDLCUDA, 0, &err);
     is_int(CAI_ECUDA, rc, "wait fails: CAI_ECUDA");
     contains(err.message, "cudaStreamWaitEvent failed",
              "wait fails: the message names the call");
@@ -306,20 +292,14 @@ static void failure_cases(void)
 
     cuda->reset();
     cuda->fail("cudaEventDestroy", cudaErrorIllegalAddress);
-    rc = cai_cuda_order(&(cai_desc_t){.has_stream = 1,
-                                      .stream = PRODUCER_STREAM,
-                                      .device = {kDLCUDA, 0}},
-                        CONSUMER_STREAM, &err);
+    rc = order_before_consumer(PRODUCER_STREAM, kDLCUDA, 0, &err);
     is_int(CAI_ECUDA, rc, "destroy fails: reported, CAI_ECUDA");
     contains(err.message, "cudaEventDestroy failed",
              "destroy fails: the message names the call");
 
     cuda->reset();
     cuda->fail("cudaEventCreateWithFlags", cudaErrorInsufficientDriver);
-    rc = cai_cuda_order(&(cai_desc_t){.has_stream = 1,
-                                      .stream = PRODUCER_STREAM,
-                                      .device = {kDLCUDA, 0}},
-                        CONSUMER_STREAM, &err);
+    rc = order_before_consumer(PRODUCER_STREAM, kDLCUDA, 0, &err);
     is_int(CAI_ENOCUDA, rc, "create fails with no driver: CAI_ENOCUDA");
     contains(err.message, "no usable CUDA driver",
              "create fails with no driver: the message says so");
@@ -328,10 +308,7 @@ static void failure_cases(void)
 
     cuda->reset();
     cuda->fail("*", cudaErrorNoDevice);
-    rc = cai_cuda_order(&(cai_desc_t){.has_stream = 1,
-                                      .stream = PRODUCER_STREAM,
-                                      .device = {kDLCUDA, 0}},
-                        CONSUMER_STREAM, &err);
+    rc = order_before_consumer(PRODUCER_STREAM, kDLCUDA, 0, &err);
     is_int(CAI_ENOCUDA, rc, "no device (100): CAI_ENOCUDA");
     contains(err.message, "cuCtxGetCurrent failed: double: no CUDA device "
              "(CUDA error 100)", "no device: the message names the first "
