@@ -27,33 +27,44 @@ static int order_before_consumer(intptr_t stream, DLDeviceType type,
     return cai_cuda_order(&desc, CONSUMER_STREAM, err);
 }
 
+/* As above from device 0's PRODUCER_STREAM, with call failing with error
+ * on a fresh double. */
+static int order_failing(const char *call, int error, cai_error_t *err)
+{
+    cuda->reset();
+    cuda->fail(call, error);
+    return order_before_consumer(PRODUCER_STREAM, kDLCUDA, 0, err);
+}
+
+/* Cases that need no ordering, hence no CUDA call. */
 static void no_call_cases(void)
 {
+    static const struct {
+        intptr_t producer, consumer;
+        const char *what, *log_what; /* as said of the status, the log */
+    } cases[] = {
+        {0, CONSUMER_STREAM, "producer without a stream",
+         "producer without a stream"},
+        {PRODUCER_STREAM, CAI_STREAM_NO_SYNC, "consumer stream -1",
+         "consumer stream -1"},
+        {PRODUCER_STREAM, PRODUCER_STREAM, "same stream on both sides",
+         "same stream on both sides"},
+        {CAI_STREAM_LEGACY, CAI_STREAM_LEGACY,
+         "both on the legacy default stream", "both on the legacy stream"},
+        {CAI_STREAM_PER_THREAD, CAI_STREAM_PER_THREAD,
+         "both on the per-thread default stream",
+         "both on the per-thread stream"},
+    };
     cai_error_t err;
-    int rc;
+    size_t i;
 
-    rc = order(producer(0, kDLCUDA, 0), CONSUMER_STREAM, &err);
-    is_int(CAI_OK, rc, "producer without a stream: success");
-    is_string("", cuda->log(), "producer without a stream: no CUDA call");
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int rc = order(producer(cases[i].producer, kDLCUDA, 0),
+                       cases[i].consumer, &err);
 
-    rc = order(producer(PRODUCER_STREAM, kDLCUDA, 0), CAI_STREAM_NO_SYNC,
-               &err);
-    is_int(CAI_OK, rc, "consumer stream -1: success");
-    is_string("", cuda->log(), "consumer stream -1: no CUDA call");
-
-    rc = order(producer(PRODUCER_STREAM, kDLCUDA, 0), PRODUCER_STREAM, &err);
-    is_int(CAI_OK, rc, "same stream on both sides: success");
-    is_string("", cuda->log(), "same stream on both sides: no CUDA call");
-
-    rc = order(producer(CAI_STREAM_LEGACY, kDLCUDA, 0), CAI_STREAM_LEGACY,
-               &err);
-    is_int(CAI_OK, rc, "both on the legacy default stream: success");
-    is_string("", cuda->log(), "both on the legacy stream: no CUDA call");
-
-    rc = order(producer(CAI_STREAM_PER_THREAD, kDLCUDA, 0),
-               CAI_STREAM_PER_THREAD, &err);
-    is_int(CAI_OK, rc, "both on the per-thread default stream: success");
-    is_string("", cuda->log(), "both on the per-thread stream: no CUDA call");
+        is_int(CAI_OK, rc, "%s: success", cases[i].what);
+        is_string("", cuda->log(), "%s: no CUDA call", cases[i].log_what);
+    }
 }
 
 static void refused_cases(void)
@@ -261,9 +272,8 @@ static void failure_cases(void)
     cai_error_t err;
     int rc;
 
-    cuda->reset();
-    cuda->fail("cudaEventRecord", cudaErrorInvalidResourceHandle);
-    rc = order_before_consumer(PRODUCER_STREAM, kDLCUDA, 0, &err);
+    rc = order_failing("cudaEventRecord",
+                       cudaErrorInvalidResourceHandle, &err);
     is_int(CAI_ECUDA, rc, "record fails: CAI_ECUDA");
     is_string("stream", err.field, "record fails: field is stream");
     contains(err.message, "cudaEventRecord failed: double: invalid handle "
@@ -282,33 +292,27 @@ static void failure_cases(void)
               "the runtime's error is cleared, nothing waits");
     is_int(0, cuda->live_events(), "record fails: no event left alive");
 
-    cuda->reset();
-    cuda->fail("cudaStreamWaitEvent", cudaErrorInvalidResourceHandle);
-    rc = order_before_consumer(PRODUCER_STREAM, kDLCUDA, 0, &err);
+    rc = order_failing("cudaStreamWaitEvent",
+                       cudaErrorInvalidResourceHandle, &err);
     is_int(CAI_ECUDA, rc, "wait fails: CAI_ECUDA");
     contains(err.message, "cudaStreamWaitEvent failed",
              "wait fails: the message names the call");
     is_int(0, cuda->live_events(), "wait fails: event destroyed");
 
-    cuda->reset();
-    cuda->fail("cudaEventDestroy", cudaErrorIllegalAddress);
-    rc = order_before_consumer(PRODUCER_STREAM, kDLCUDA, 0, &err);
+    rc = order_failing("cudaEventDestroy", cudaErrorIllegalAddress, &err);
     is_int(CAI_ECUDA, rc, "destroy fails: reported, CAI_ECUDA");
     contains(err.message, "cudaEventDestroy failed",
              "destroy fails: the message names the call");
 
-    cuda->reset();
-    cuda->fail("cudaEventCreateWithFlags", cudaErrorInsufficientDriver);
-    rc = order_before_consumer(PRODUCER_STREAM, kDLCUDA, 0, &err);
+    rc = order_failing("cudaEventCreateWithFlags",
+                       cudaErrorInsufficientDriver, &err);
     is_int(CAI_ENOCUDA, rc, "create fails with no driver: CAI_ENOCUDA");
     contains(err.message, "no usable CUDA driver",
              "create fails with no driver: the message says so");
     ok(strstr(cuda->log(), "cudaEventDestroy") == NULL,
        "create fails: nothing to destroy");
 
-    cuda->reset();
-    cuda->fail("*", cudaErrorNoDevice);
-    rc = order_before_consumer(PRODUCER_STREAM, kDLCUDA, 0, &err);
+    rc = order_failing("*", cudaErrorNoDevice, &err);
     is_int(CAI_ENOCUDA, rc, "no device (100): CAI_ENOCUDA");
     contains(err.message, "cuCtxGetCurrent failed: double: no CUDA device "
              "(CUDA error 100)", "no device: the message names the first "
