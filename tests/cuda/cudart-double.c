@@ -325,28 +325,53 @@ static int driver(void)
 
 /* ---- The runtime's entry points ---- */
 
-cudaError_t CUDARTAPI cudaRuntimeGetVersion(int *out)
+/* Each entry point runs under the lock: enter() takes it and returns the
+ * failure injected for call (or cudaSuccess); leave() logs the call with
+ * its outcome, releases the lock and returns rc. */
+static cudaError_t enter(const char *call)
+{
+    pthread_mutex_lock(&lock);
+    return injected(call);
+}
+
+static cudaError_t leave(cudaError_t rc, const char *call, const char *result)
+{
+    logged(rc, call, result);
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+/* The live event behind handle; when there is none, a success in *rc
+ * becomes the runtime's invalid-handle error. */
+static struct event *need_event(cudaEvent_t handle, cudaError_t *rc)
+{
+    struct event *e = live_event(handle);
+
+    if (*rc == cudaSuccess && e == NULL)
+        *rc = cudaErrorInvalidResourceHandle;
+    return e;
+}
+
+/* The version queries never fail: *out = get(), logged. */
+static cudaError_t version_query(int *out, int (*get)(void),
+                                 const char *call)
 {
     char result[16];
 
     pthread_mutex_lock(&lock);
-    *out = runtime_version();
+    *out = get();
     snprintf(result, sizeof result, "%d", *out);
-    logged(cudaSuccess, "cudaRuntimeGetVersion()", result);
-    pthread_mutex_unlock(&lock);
-    return cudaSuccess;
+    return leave(cudaSuccess, call, result);
+}
+
+cudaError_t CUDARTAPI cudaRuntimeGetVersion(int *out)
+{
+    return version_query(out, runtime_version, "cudaRuntimeGetVersion()");
 }
 
 cudaError_t CUDARTAPI cudaDriverGetVersion(int *out)
 {
-    char result[16];
-
-    pthread_mutex_lock(&lock);
-    *out = driver();
-    snprintf(result, sizeof result, "%d", *out);
-    logged(cudaSuccess, "cudaDriverGetVersion()", result);
-    pthread_mutex_unlock(&lock);
-    return cudaSuccess;
+    return version_query(out, driver, "cudaDriverGetVersion()");
 }
 
 const char *CUDARTAPI cudaGetErrorString(cudaError_t error)
@@ -399,15 +424,12 @@ cudaError_t CUDARTAPI cudaGetDevice(int *device)
     char result[16];
     int d;
 
-    pthread_mutex_lock(&lock);
-    rc = injected("cudaGetDevice");
+    rc = enter("cudaGetDevice");
     d = current_ctx != NULL ? current_ctx->device : runtime_device;
     if (rc == cudaSuccess)
         *device = d;
     snprintf(result, sizeof result, "%d", d);
-    logged(rc, "cudaGetDevice()", result);
-    pthread_mutex_unlock(&lock);
-    return rc;
+    return leave(rc, "cudaGetDevice()", result);
 }
 
 cudaError_t CUDARTAPI cudaSetDevice(int device)
@@ -415,8 +437,7 @@ cudaError_t CUDARTAPI cudaSetDevice(int device)
     cudaError_t rc;
     char call[48];
 
-    pthread_mutex_lock(&lock);
-    rc = injected("cudaSetDevice");
+    rc = enter("cudaSetDevice");
     if (rc == cudaSuccess && (device < 0 || device >= DOUBLE_DEVICE_COUNT))
         rc = cudaErrorInvalidDevice;
     if (rc == cudaSuccess) {
@@ -426,9 +447,7 @@ cudaError_t CUDARTAPI cudaSetDevice(int device)
         current_ctx = primary(device);
     }
     snprintf(call, sizeof call, "cudaSetDevice(%d)", device);
-    logged(rc, call, NULL);
-    pthread_mutex_unlock(&lock);
-    return rc;
+    return leave(rc, call, NULL);
 }
 
 cudaError_t CUDARTAPI cudaDeviceGetAttribute(int *value,
@@ -438,8 +457,7 @@ cudaError_t CUDARTAPI cudaDeviceGetAttribute(int *value,
     cudaError_t rc;
     char call[64], result[16];
 
-    pthread_mutex_lock(&lock);
-    rc = injected("cudaDeviceGetAttribute");
+    rc = enter("cudaDeviceGetAttribute");
     if (rc == cudaSuccess && (device < 0 || device >= DOUBLE_DEVICE_COUNT))
         rc = cudaErrorInvalidDevice;
     if (rc == cudaSuccess)
@@ -448,9 +466,7 @@ cudaError_t CUDARTAPI cudaDeviceGetAttribute(int *value,
     snprintf(call, sizeof call, "cudaDeviceGetAttribute(%d, %d)", (int)attr,
              device);
     snprintf(result, sizeof result, "%d", rc == cudaSuccess ? *value : 0);
-    logged(rc, call, result);
-    pthread_mutex_unlock(&lock);
-    return rc;
+    return leave(rc, call, result);
 }
 
 cudaError_t CUDARTAPI cudaPointerGetAttributes(
@@ -461,8 +477,7 @@ cudaError_t CUDARTAPI cudaPointerGetAttributes(
     const char *p = ptr;
     int i;
 
-    pthread_mutex_lock(&lock);
-    rc = injected("cudaPointerGetAttributes");
+    rc = enter("cudaPointerGetAttributes");
     snprintf(call, sizeof call, "cudaPointerGetAttributes(%p)", ptr);
     if (rc == cudaSuccess) {
         /* Assumed, as for any runtime call: it may need a context. */
@@ -486,9 +501,7 @@ cudaError_t CUDARTAPI cudaPointerGetAttributes(
                     (char *)(uintptr_t)pointers[i].host_alias + offset;
         }
     }
-    logged(rc, call, NULL);
-    pthread_mutex_unlock(&lock);
-    return rc;
+    return leave(rc, call, NULL);
 }
 
 cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t *event,
@@ -499,8 +512,7 @@ cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t *event,
     struct event *e = NULL;
     int i;
 
-    pthread_mutex_lock(&lock);
-    rc = injected("cudaEventCreateWithFlags");
+    rc = enter("cudaEventCreateWithFlags");
     snprintf(call, sizeof call, "cudaEventCreateWithFlags(%s)",
              event_flags_text(flags, fl));
     for (i = 0; rc == cudaSuccess && i < MAX_EVENTS && e == NULL; i++)
@@ -517,9 +529,7 @@ cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t *event,
         snprintf(result, sizeof result, "ev%d on %s", e->number,
                  context_text(e->context, cx));
     }
-    logged(rc, call, result);
-    pthread_mutex_unlock(&lock);
-    return rc;
+    return leave(rc, call, result);
 }
 
 cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
@@ -530,11 +540,8 @@ cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
     struct stream *s = NULL;
     char call[96], ev[32], st[32];
 
-    pthread_mutex_lock(&lock);
-    rc = injected("cudaEventRecord");
-    e = live_event(event);
-    if (rc == cudaSuccess && e == NULL)
-        rc = cudaErrorInvalidResourceHandle;
+    rc = enter("cudaEventRecord");
+    e = need_event(event, &rc);
     if (rc == cudaSuccess)
         rc = resolve(stream, &ctx, &s);
     /* "event and stream must be on the same CUDA context" */
@@ -546,9 +553,7 @@ cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
         e->captured = s != NULL ? s->capture : 0;
     snprintf(call, sizeof call, "cudaEventRecord(%s, %s)",
              event_text(event, ev), stream_text(stream, st));
-    logged(rc, call, e != NULL && e->captured ? "captured" : NULL);
-    pthread_mutex_unlock(&lock);
-    return rc;
+    return leave(rc, call, e != NULL && e->captured ? "captured" : NULL);
 }
 
 cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t stream,
@@ -561,11 +566,8 @@ cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t stream,
     struct stream *s = NULL;
     char call[192], ev[32], st[32], fl[96];
 
-    pthread_mutex_lock(&lock);
-    rc = injected("cudaStreamWaitEvent");
-    e = live_event(event);
-    if (rc == cudaSuccess && e == NULL)
-        rc = cudaErrorInvalidResourceHandle;
+    rc = enter("cudaStreamWaitEvent");
+    e = need_event(event, &rc);
     if (rc == cudaSuccess)
         rc = resolve(stream, &ctx, &s); /* any context may wait */
     if (rc == cudaSuccess && s != NULL && s->capture != 0) {
@@ -590,9 +592,7 @@ cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t stream,
     snprintf(call, sizeof call, "cudaStreamWaitEvent(%s, %s, %s)",
              stream_text(stream, st), event_text(event, ev),
              wait_flags_text(flags, fl));
-    logged(rc, call, NULL);
-    pthread_mutex_unlock(&lock);
-    return rc;
+    return leave(rc, call, NULL);
 }
 
 cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event)
@@ -601,20 +601,15 @@ cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event)
     struct event *e;
     char call[64], ev[32];
 
-    pthread_mutex_lock(&lock);
-    rc = injected("cudaEventSynchronize");
-    e = live_event(event);
-    if (rc == cudaSuccess && e == NULL)
-        rc = cudaErrorInvalidResourceHandle;
+    rc = enter("cudaEventSynchronize");
+    e = need_event(event, &rc);
     if (rc == cudaSuccess && e->captured)
         rc = cudaErrorCapturedEvent;
     if (rc == cudaSuccess)
         e->host_waits++;
     snprintf(call, sizeof call, "cudaEventSynchronize(%s)",
              event_text(event, ev));
-    logged(rc, call, NULL);
-    pthread_mutex_unlock(&lock);
-    return rc;
+    return leave(rc, call, NULL);
 }
 
 cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t event)
@@ -623,8 +618,7 @@ cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t event)
     struct event *e;
     char call[64], ev[32];
 
-    pthread_mutex_lock(&lock);
-    rc = injected("cudaEventDestroy");
+    rc = enter("cudaEventDestroy");
     e = live_event(event);
     snprintf(call, sizeof call, "cudaEventDestroy(%s)", event_text(event, ev));
     if (e == NULL) {
@@ -634,9 +628,7 @@ cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t event)
          * error (a sticky error from earlier work, for instance). */
         e->live = 0;
     }
-    logged(rc, call, NULL);
-    pthread_mutex_unlock(&lock);
-    return rc;
+    return leave(rc, call, NULL);
 }
 
 cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream)
@@ -646,17 +638,14 @@ cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream)
     struct stream *s;
     char call[64], st[32];
 
-    pthread_mutex_lock(&lock);
-    rc = injected("cudaStreamSynchronize");
+    rc = enter("cudaStreamSynchronize");
     if (rc == cudaSuccess)
         rc = resolve(stream, &ctx, &s);
     if (rc == cudaSuccess && s != NULL && s->capture != 0)
         rc = cudaErrorStreamCaptureUnsupported;
     snprintf(call, sizeof call, "cudaStreamSynchronize(%s)",
              stream_text(stream, st));
-    logged(rc, call, NULL);
-    pthread_mutex_unlock(&lock);
-    return rc;
+    return leave(rc, call, NULL);
 }
 
 cudaError_t CUDARTAPI cudaStreamIsCapturing(
@@ -668,8 +657,7 @@ cudaError_t CUDARTAPI cudaStreamIsCapturing(
     char call[64], st[32], result[16];
     int state = DOUBLE_NOT_CAPTURING;
 
-    pthread_mutex_lock(&lock);
-    rc = injected("cudaStreamIsCapturing");
+    rc = enter("cudaStreamIsCapturing");
     if (rc == cudaSuccess)
         rc = resolve(stream, &ctx, &s);
     if (rc == cudaSuccess) {
@@ -680,9 +668,7 @@ cudaError_t CUDARTAPI cudaStreamIsCapturing(
     snprintf(call, sizeof call, "cudaStreamIsCapturing(%s)",
              stream_text(stream, st));
     snprintf(result, sizeof result, "%d", state);
-    logged(rc, call, result);
-    pthread_mutex_unlock(&lock);
-    return rc;
+    return leave(rc, call, result);
 }
 
 /* ---- The driver's entry points ---- */
@@ -692,12 +678,9 @@ CUresult CUDAAPI cuInit(unsigned int flags)
     char call[32];
     cudaError_t rc;
 
-    pthread_mutex_lock(&lock);
-    rc = injected("cuInit");
+    rc = enter("cuInit");
     snprintf(call, sizeof call, "cuInit(%u)", flags);
-    logged(rc, call, NULL);
-    pthread_mutex_unlock(&lock);
-    return (CUresult)rc;
+    return (CUresult)leave(rc, call, NULL);
 }
 
 CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
@@ -705,13 +688,10 @@ CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
     cudaError_t rc;
     char cx[16];
 
-    pthread_mutex_lock(&lock);
-    rc = injected("cuCtxGetCurrent");
+    rc = enter("cuCtxGetCurrent");
     if (rc == cudaSuccess)
         *pctx = (CUcontext)(void *)current_ctx;
-    logged(rc, "cuCtxGetCurrent()", context_text(current_ctx, cx));
-    pthread_mutex_unlock(&lock);
-    return (CUresult)rc;
+    return (CUresult)leave(rc, "cuCtxGetCurrent()", context_text(current_ctx, cx));
 }
 
 CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
@@ -720,8 +700,7 @@ CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
     struct context *c = known_context(ctx);
     char call[48], cx[16];
 
-    pthread_mutex_lock(&lock);
-    rc = injected("cuCtxSetCurrent");
+    rc = enter("cuCtxSetCurrent");
     if (rc == cudaSuccess && ctx != NULL && c == NULL)
         rc = (cudaError_t)CUDA_ERROR_INVALID_CONTEXT;
     if (rc == cudaSuccess) {
@@ -731,9 +710,7 @@ CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
     }
     snprintf(call, sizeof call, "cuCtxSetCurrent(%s)",
              ctx != NULL && c == NULL ? "?" : context_text(c, cx));
-    logged(rc, call, NULL);
-    pthread_mutex_unlock(&lock);
-    return (CUresult)rc;
+    return (CUresult)leave(rc, call, NULL);
 }
 
 CUresult CUDAAPI cuCtxGetDevice(CUdevice *device)
@@ -741,17 +718,14 @@ CUresult CUDAAPI cuCtxGetDevice(CUdevice *device)
     cudaError_t rc;
     char result[16];
 
-    pthread_mutex_lock(&lock);
-    rc = injected("cuCtxGetDevice");
+    rc = enter("cuCtxGetDevice");
     if (rc == cudaSuccess && current_ctx == NULL)
         rc = (cudaError_t)CUDA_ERROR_INVALID_CONTEXT;
     if (rc == cudaSuccess)
         *device = current_ctx->device;
     snprintf(result, sizeof result, "%d",
              current_ctx != NULL ? current_ctx->device : -1);
-    logged(rc, "cuCtxGetDevice()", result);
-    pthread_mutex_unlock(&lock);
-    return (CUresult)rc;
+    return (CUresult)leave(rc, "cuCtxGetDevice()", result);
 }
 
 CUresult CUDAAPI cuStreamGetCtx(CUstream stream, CUcontext *pctx)
@@ -761,8 +735,7 @@ CUresult CUDAAPI cuStreamGetCtx(CUstream stream, CUcontext *pctx)
     struct context *c = NULL;
     char call[64], st[32], cx[16];
 
-    pthread_mutex_lock(&lock);
-    rc = injected("cuStreamGetCtx");
+    rc = enter("cuStreamGetCtx");
     s = is_default((cudaStream_t)stream) ? NULL
                                          : find_stream((cudaStream_t)stream);
     if (rc == cudaSuccess && s != NULL && !s->live)
@@ -777,9 +750,7 @@ CUresult CUDAAPI cuStreamGetCtx(CUstream stream, CUcontext *pctx)
         *pctx = (CUcontext)(void *)c;
     snprintf(call, sizeof call, "cuStreamGetCtx(%s)",
              stream_text((cudaStream_t)stream, st));
-    logged(rc, call, context_text(c, cx));
-    pthread_mutex_unlock(&lock);
-    return (CUresult)rc;
+    return (CUresult)leave(rc, call, context_text(c, cx));
 }
 
 CUresult CUDAAPI cuPointerGetAttribute(void *data,
@@ -792,8 +763,7 @@ CUresult CUDAAPI cuPointerGetAttribute(void *data,
     char call[96], cx[16];
     int i;
 
-    pthread_mutex_lock(&lock);
-    rc = injected("cuPointerGetAttribute");
+    rc = enter("cuPointerGetAttribute");
     if (rc == cudaSuccess && attribute != CU_POINTER_ATTRIBUTE_CONTEXT)
         rc = (cudaError_t)CUDA_ERROR_NOT_SUPPORTED;
     for (i = 0; rc == cudaSuccess && i < pointer_count; i++)
@@ -808,9 +778,7 @@ CUresult CUDAAPI cuPointerGetAttribute(void *data,
     snprintf(call, sizeof call,
              "cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_CONTEXT, %p)",
              (const void *)p);
-    logged(rc, call, c != NULL ? context_text(c, cx) : NULL);
-    pthread_mutex_unlock(&lock);
-    return (CUresult)rc;
+    return (CUresult)leave(rc, call, c != NULL ? context_text(c, cx) : NULL);
 }
 
 /* ---- Control side ---- */
