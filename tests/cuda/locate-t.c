@@ -25,6 +25,23 @@ static void expect_one_lookup(const void *ptr, const char *name)
               name);
 }
 
+/* Memory the host can reach, of the double's kind on device, locates as
+ * type with device id 0 whatever the device (3 assertions). */
+static void host_accessible(char *ptr, int kind, int device,
+                            DLDeviceType type, const char *type_name,
+                            const char *name)
+{
+    DLDevice located;
+    cai_error_t err;
+
+    cuda->reset();
+    cuda->set_pointer(ptr, kind, device);
+    is_int(CAI_OK, cai_cuda_locate(ptr, &located, &err), "%s: success",
+           name);
+    is_int(type, located.device_type, "%s: %s", name, type_name);
+    is_int(0, located.device_id, "%s: device id 0", name);
+}
+
 static void memory_kinds(void)
 {
     DLDevice device;
@@ -47,22 +64,11 @@ static void memory_kinds(void)
     is_int(0, device.device_id, "device memory on device 0 while device 3 "
            "is current: device 0");
 
-    cuda->reset();
-    cuda->set_pointer(pinned_memory, DOUBLE_PINNED, 2);
-    rc = cai_cuda_locate(pinned_memory, &device, &err);
-    is_int(CAI_OK, rc, "pinned host memory: success");
-    is_int(kDLCUDAHost, device.device_type, "pinned host memory: "
-           "kDLCUDAHost");
-    is_int(0, device.device_id, "pinned host memory: device id 0");
+    host_accessible(pinned_memory, DOUBLE_PINNED, 2, kDLCUDAHost,
+                    "kDLCUDAHost", "pinned host memory");
     expect_one_lookup(pinned_memory, "pinned host memory");
-
-    cuda->reset();
-    cuda->set_pointer(managed_memory, DOUBLE_MANAGED, 1);
-    rc = cai_cuda_locate(managed_memory, &device, &err);
-    is_int(CAI_OK, rc, "managed memory: success");
-    is_int(kDLCUDAManaged, device.device_type, "managed memory: "
-           "kDLCUDAManaged");
-    is_int(0, device.device_id, "managed memory: device id 0");
+    host_accessible(managed_memory, DOUBLE_MANAGED, 1, kDLCUDAManaged,
+                    "kDLCUDAManaged", "managed memory");
 
     cuda->reset();
     rc = cai_cuda_locate(host_memory, &device, &err);
