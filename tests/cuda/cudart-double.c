@@ -691,7 +691,8 @@ CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
     rc = enter("cuCtxGetCurrent");
     if (rc == cudaSuccess)
         *pctx = (CUcontext)(void *)current_ctx;
-    return (CUresult)leave(rc, "cuCtxGetCurrent()", context_text(current_ctx, cx));
+    return (CUresult)leave(rc, "cuCtxGetCurrent()",
+                           context_text(current_ctx, cx));
 }
 
 CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
