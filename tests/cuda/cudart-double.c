@@ -227,7 +227,7 @@ static struct context *known_context(const void *handle)
 
     if (c < contexts || c >= contexts + MAX_CONTEXTS || !c->made)
         return NULL;
-    return (struct context *)c;
+    return &contexts[c - contexts]; /* the table's own, writable entry */
 }
 
 /* What the runtime does before work that needs a context. */
