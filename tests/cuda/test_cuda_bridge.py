@@ -3,6 +3,9 @@ on the recording CUDA runtime double: the device found from the pointer,
 and the consumer's stream made to wait on the producer's with an event.
 Run in a process of its own, like test_stream_order.py, whose double and
 producers it shares."""
+import os
+import sys
+
 import numpy as np
 import pytest
 
@@ -10,6 +13,10 @@ import caibridge
 from test_stream_order import (  # noqa: F401  (cuda, double: fixtures)
     CONSUMER, DEVICE, DEVICE_PTR, KDLCPU, KDLCUDA, PRODUCER, CudaStream,
     DeviceArray, cuda, double, event_ordering, fence_waited, ordered)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "python"))
+from conftest import DLPackWrapper  # noqa: E402
 
 OTHER = 0x7000
 # The pointer lookup: the error peek, the caller's context, the attributes.
@@ -71,19 +78,11 @@ def test_to_dlpack_dl_device_on_cuda(cuda):
 # ---- a DLPack-only CUDA type gains __cuda_array_interface__ ----
 
 @caibridge.add_array_interface
-class DLPackOnly:
+class DLPackOnly(DLPackWrapper):
     """CUDA data behind caibridge's own DLPackView; records each call."""
 
     def __init__(self, stream=None):
-        self.inner = caibridge.as_dlpack(DeviceArray(stream=stream))
-        self.calls = []
-
-    def __dlpack_device__(self):
-        return self.inner.__dlpack_device__()
-
-    def __dlpack__(self, **kwargs):
-        self.calls.append(kwargs)
-        return self.inner.__dlpack__(**kwargs)
+        super().__init__(caibridge.as_dlpack(DeviceArray(stream=stream)))
 
 
 def test_dlpack_only_cuda_type_gets_a_cai(cuda):

@@ -26,20 +26,15 @@ from test_stream_order import (DEVICE, DEVICE_PTR, KDLCPU, KDLCUDA,  # noqa
                               DeviceArray, caibridge, cuda, double)
 from conftest import (DLDevice, DLManagedTensorVersioned, DLPackVersion,  # noqa
                       DLTensor, DLTENSOR_FROM_PY, FROM_PY, TO_PY, WORK_STREAM,
-                      ExchangeAPI, Header, VERSIONED_DELETER, dtype_of)
+                      ExchangeAPI, Header, VERSIONED_DELETER, dtype_of,
+                      exchange_table)
 
 P = ctypes.POINTER
 LEGACY = 1
 
 
-_get = ctypes.pythonapi.PyCapsule_GetPointer
-_get.restype = ctypes.c_void_p
-_get.argtypes = [ctypes.py_object, ctypes.c_char_p]
-
-
 def ours():
-    capsule = caibridge.DLPackView.__dict__["__dlpack_c_exchange_api__"]
-    return ExchangeAPI.from_address(_get(capsule, b"dlpack_exchange_api"))
+    return exchange_table(caibridge.DLPackView)
 
 
 NAMES = {"cudaStreamLegacy": "0x1", "cudaStreamPerThread": "0x2"}

@@ -174,32 +174,25 @@ def fence_recorded(p):
     ]
 
 
-def fence_waited(s):
-    """__dlpack__'s calls: stream s waits on the view's fence (ev1)."""
-    return [
-        "cudaPeekAtLastError() = 0",
-        "cuCtxGetCurrent() = P0",
-    ] + (["cuCtxGetDevice() = 0"] if s in (1, 2) else []) + [
+def waits_on_ev1(s):
+    """Stream s made to wait on event ev1 (the default streams' device
+    looked up first)."""
+    return (["cuCtxGetDevice() = 0"] if s in (1, 2) else []) + [
         f"cudaStreamIsCapturing({name(s)}) = 0",
         f"cudaStreamWaitEvent({name(s)}, ev1, cudaEventWaitDefault)",
     ]
+
+
+def fence_waited(s):
+    """__dlpack__'s calls: stream s waits on the view's fence (ev1)."""
+    return ["cudaPeekAtLastError() = 0",
+            "cuCtxGetCurrent() = P0"] + waits_on_ev1(s)
 
 
 def event_ordering(p, s):
     """One hand-over ordered at once (no view keeps a fence): device 0's
     primary context current, p a stream handle."""
-    return [
-        "cudaPeekAtLastError() = 0",
-        "cuCtxGetCurrent() = P0",
-        f"cuStreamGetCtx({p:#x}) = P0",
-        f"cudaStreamIsCapturing({p:#x}) = 0",
-        "cudaEventCreateWithFlags(cudaEventDisableTiming) = ev1 on P0",
-        f"cudaEventRecord(ev1, {p:#x})",
-    ] + (["cuCtxGetDevice() = 0"] if s in (1, 2) else []) + [
-        f"cudaStreamIsCapturing({name(s)}) = 0",
-        f"cudaStreamWaitEvent({name(s)}, ev1, cudaEventWaitDefault)",
-        "cudaEventDestroy(ev1)",
-    ]
+    return fence_recorded(p) + waits_on_ev1(s) + ["cudaEventDestroy(ev1)"]
 
 
 def ordered(log):

@@ -19,6 +19,7 @@ Run on the module built with -fsanitize=address,undefined (.ci/harden):
 import array
 import ctypes
 import mmap
+import os
 import sys
 
 import atheris
@@ -27,6 +28,14 @@ with atheris.instrument_imports():
     import caibridge
 
 import numpy as np
+
+# The DLPack structs and own-buffer producers the tests use too.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "python"))
+from shared import (  # noqa: E402
+    DLTENSOR_FROM_PY, LEGACY_DELETER, VERSIONED_DELETER, WORK_STREAM,
+    DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned,
+    DLPackVersion, DLTensor, OwnBuffer, PyCapsule_New, exchange_table)
 
 DOCUMENTED = (TypeError, ValueError, BufferError, MemoryError,
               caibridge.CUDAError)
@@ -47,14 +56,6 @@ class Iface:
         if name == self.attr:
             return self.iface
         raise AttributeError(name)
-
-
-class OwnBuffer(bytearray):
-    iface = None
-
-    @property
-    def __array_interface__(self):
-        return self.iface
 
 
 class Meddler(int):
@@ -264,44 +265,6 @@ def exercise_producer(fdp):
 
 # ---- Hand-made DLPack tensors
 
-class DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
-                ("lanes", ctypes.c_uint16)]
-
-
-class DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice),
-                ("ndim", ctypes.c_int32), ("dtype", DLDataType),
-                ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)),
-                ("byte_offset", ctypes.c_uint64)]
-
-
-class Versioned(ctypes.Structure):
-    pass
-
-
-class Legacy(ctypes.Structure):
-    pass
-
-
-V_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(Versioned))
-L_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(Legacy))
-Versioned._fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
-                      ("manager_ctx", ctypes.c_void_p),
-                      ("deleter", V_DELETER), ("flags", ctypes.c_uint64),
-                      ("dl_tensor", DLTensor)]
-Legacy._fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p),
-                   ("deleter", L_DELETER)]
-
-capsule_new = ctypes.pythonapi.PyCapsule_New
-capsule_new.restype = ctypes.py_object
-capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-
 # A capsule's name says which struct it holds; a name that lies about it
 # would make any consumer read garbage, so names follow the struct.
 NAMES = {True: [b"dltensor_versioned", b"dltensor_versioned",
@@ -331,12 +294,13 @@ def tensor(fdp, versioned):
     t.strides = strides if fdp.ConsumeBool() else None
     t.byte_offset = pick(fdp, [0, 0, 8, 2**63, 2**64 - 1])
     if versioned:
-        m = Versioned(major=pick(fdp, [1, 1, 0, 2]), minor=3,
-                      flags=pick(fdp, [0, 1, 2, 3, 2**63]))
-        m.deleter = V_DELETER(lambda _p: None)
+        m = DLManagedTensorVersioned(
+            version=DLPackVersion(pick(fdp, [1, 1, 0, 2]), 3),
+            flags=pick(fdp, [0, 1, 2, 3, 2**63]))
+        m.deleter = VERSIONED_DELETER(lambda _p: None)
     else:
-        m = Legacy()
-        m.deleter = L_DELETER(lambda _p: None)
+        m = DLManagedTensor()
+        m.deleter = LEGACY_DELETER(lambda _p: None)
     m.dl_tensor = t
     KEEP.append((m, shape, strides, m.deleter))
     del KEEP[:-64]
@@ -347,7 +311,7 @@ def exercise_capsule(fdp):
     versioned = fdp.ConsumeBool()
     m = tensor(fdp, versioned)
     name = pick(fdp, NAMES[versioned])
-    capsule = capsule_new(ctypes.addressof(m), name, None)
+    capsule = PyCapsule_New(ctypes.addressof(m), name, None)
     view = caibridge.from_dlpack(capsule, **keywords(
         fdp, ["stream", "legacy_writable"]))
     repr(view)
@@ -364,28 +328,19 @@ def exercise_capsule(fdp):
 ERROR_CB = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p,
                             ctypes.c_char_p)
 
-
-class ExchangeAPI(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
-                ("prev_api", ctypes.c_void_p),
-                ("allocator", ctypes.c_void_p),
-                ("from_py", ctypes.c_void_p), ("to_py", ctypes.c_void_p),
-                ("dltensor_from_py", ctypes.c_void_p),
-                ("work_stream", ctypes.c_void_p)]
-
-
-capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-capsule_pointer.restype = ctypes.c_void_p
-capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-API = ExchangeAPI.from_address(capsule_pointer(
-    caibridge.DLPackView.__dlpack_c_exchange_api__, b"dlpack_exchange_api"))
-ALLOCATE = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.POINTER(DLTensor),
-                             ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p,
-                             ERROR_CB)(API.allocator)
-FROM_PY = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object,
-                            ctypes.POINTER(ctypes.c_void_p))(API.from_py)
-TO_PY = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p,
-                          ctypes.POINTER(ctypes.c_void_p))(API.to_py)
+# The table's functions; tensors passed as void * where only the fuzzer
+# hands them on.
+API = exchange_table(caibridge.DLPackView)
+table_allocator = ctypes.PYFUNCTYPE(
+    ctypes.c_int, ctypes.POINTER(DLTensor), ctypes.POINTER(ctypes.c_void_p),
+    ctypes.c_void_p, ERROR_CB)(API.allocator)
+table_from_py = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object,
+                                  ctypes.POINTER(ctypes.c_void_p))(
+                                      API.from_py)
+table_to_py = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p,
+                                ctypes.POINTER(ctypes.c_void_p))(API.to_py)
+table_dltensor_from_py = DLTENSOR_FROM_PY(API.dltensor_from_py)
+table_work_stream = WORK_STREAM(API.work_stream)
 py_decref = ctypes.pythonapi.Py_DecRef
 py_decref.argtypes = [ctypes.c_void_p]
 
@@ -394,17 +349,13 @@ def to_py(tensor):
     """managed_tensor_to_py_object_no_sync: the object, whose reference
     (given by the module) is handed back, or None on failure."""
     out = ctypes.c_void_p()
-    if TO_PY(tensor, ctypes.byref(out)) != 0:
+    if table_to_py(tensor, ctypes.byref(out)) != 0:
         return None
     obj = ctypes.cast(out, ctypes.py_object).value
     py_decref(out)
     return obj
-DLTENSOR_FROM_PY = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object,
-                                     ctypes.POINTER(DLTensor))(
-                                         API.dltensor_from_py)
-WORK_STREAM = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.c_int32,
-                                ctypes.POINTER(ctypes.c_void_p))(
-                                    API.work_stream)
+
+
 ERRORS = []
 ON_ERROR = ERROR_CB(lambda ctx, kind, text: ERRORS.append((kind, text)))
 
@@ -423,8 +374,8 @@ def exercise_exchange(fdp):
                 for i in range(proto.ndim):
                     proto.shape[i] = min(proto.shape[i], 1)
         out = ctypes.c_void_p()
-        if ALLOCATE(ctypes.byref(proto), ctypes.byref(out), None,
-                    ON_ERROR) == 0:
+        if table_allocator(ctypes.byref(proto), ctypes.byref(out), None,
+                           ON_ERROR) == 0:
             # Hand it to the module, which now owns (and deletes) it.
             view = to_py(out)
             if view is not None:
@@ -437,13 +388,13 @@ def exercise_exchange(fdp):
         obj = caibridge.as_dlpack(p, device=(2, 0) if cuda else None)
     if op == 1:
         out = ctypes.c_void_p()
-        if FROM_PY(obj, ctypes.byref(out)) == 0:
+        if table_from_py(obj, ctypes.byref(out)) == 0:
             to_py(out)
     elif op == 2:
-        DLTENSOR_FROM_PY(obj, ctypes.byref(DLTensor()))
+        table_dltensor_from_py(obj, ctypes.byref(DLTensor()))
     else:
-        WORK_STREAM(pick(fdp, [1, 2, 3, 0, -1]), pick(fdp, [0, 1, -1]),
-                    ctypes.byref(ctypes.c_void_p()))
+        table_work_stream(pick(fdp, [1, 2, 3, 0, -1]), pick(fdp, [0, 1, -1]),
+                          ctypes.byref(ctypes.c_void_p()))
 
 
 SCENARIOS = [exercise_producer, exercise_producer, exercise_capsule,

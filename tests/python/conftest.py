@@ -1,4 +1,5 @@
 """Shared producers and helpers for the caibridge Python tests."""
+import ctypes
 import gc
 import importlib
 import os
@@ -9,6 +10,12 @@ import numpy as np
 import pytest
 
 import caibridge
+from shared import (  # noqa: F401  (re-exported to the tests)
+    DLTENSOR_FROM_PY, FROM_PY, LEGACY_DELETER, TO_PY, VERSIONED_DELETER,
+    WORK_STREAM, ArrayInterface, DLDataType, DLDevice, DLManagedTensor,
+    DLManagedTensorVersioned, DLPackVersion, DLTensor, ExchangeAPI, Header,
+    OwnBuffer, OwnBytes, PyCapsule_GetName, PyCapsule_GetPointer,
+    PyCapsule_New, exchange_table)
 
 
 def consumer(name, *submodules):
@@ -59,7 +66,7 @@ def filled(shape, dtype):
     return a
 
 
-class HostProducer:
+class HostProducer(ArrayInterface):
     """Exposes only __array_interface__ (not NumPy's DLPack), like a
     third-party host producer; keeps the array it describes."""
 
@@ -67,9 +74,14 @@ class HostProducer:
         self.array = array
         self.iface = dict(array.__array_interface__, **overrides)
 
-    @property
-    def __array_interface__(self):
-        return self.iface
+
+class InterfaceProducer(ArrayInterface):
+    """An __array_interface__ producer from a plain dict; keep holds what
+    its pointer points into."""
+
+    def __init__(self, iface, keep=None):
+        self.iface = iface
+        self.keep = keep
 
 
 class CAIProducer:
@@ -109,6 +121,39 @@ def collect():
         gc.collect()
 
 
+def held_by(make, take, release=None):
+    """The object make() returns outlives the caller's last reference to it
+    while the holder take(obj) returns lives, and dies once the holder is
+    gone (after release(holder), when given, has run)."""
+    obj = make()
+    alive = weakref.ref(obj)
+    holder = take(obj)
+    del obj
+    collect()
+    assert alive() is not None, "the holder keeps it alive"
+    if release is not None:
+        release(holder)
+    del holder
+    collect()
+    assert alive() is None, "released with its holder"
+
+
+class DLPackWrapper:
+    """A DLPack-only type around any DLPack producer; records the keyword
+    arguments of each __dlpack__ call."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.calls = []
+
+    def __dlpack_device__(self):
+        return self.inner.__dlpack_device__()
+
+    def __dlpack__(self, **kwargs):
+        self.calls.append(kwargs)
+        return self.inner.__dlpack__(**kwargs)
+
+
 # ---- Optional consumers, skipped per test (never per file) with a reason.
 
 def required(name, *submodules):
@@ -146,84 +191,24 @@ def counting_producer():
     return make
 
 
-# ---- The DLPack C structs, for tests that play a C producer or consumer.
-import ctypes  # noqa: E402
+# ---- The DLPack C side (its structs: shared.py, shared with the fuzzer).
+
+def managed(capsule):
+    """The DLManagedTensorVersioned a versioned capsule holds."""
+    return DLManagedTensorVersioned.from_address(
+        PyCapsule_GetPointer(capsule, b"dltensor_versioned"))
 
 
-class DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+def tensor_from_py(api, obj):
+    """The exchange table's managed_tensor_from_py_object_no_sync, called
+    as a C consumer calls it: the tensor, whose deleter the caller runs."""
+    out = ctypes.POINTER(DLManagedTensorVersioned)()
+    assert FROM_PY(api.from_py)(obj, ctypes.byref(out)) == 0
+    return out
 
 
-class DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
-                ("lanes", ctypes.c_uint16)]
-
-
-class DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice),
-                ("ndim", ctypes.c_int32), ("dtype", DLDataType),
-                ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)),
-                ("byte_offset", ctypes.c_uint64)]
-
-
-class DLPackVersion(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
-
-
-class DLManagedTensorVersioned(ctypes.Structure):
-    pass
-
-
-VERSIONED_DELETER = ctypes.CFUNCTYPE(
-    None, ctypes.POINTER(DLManagedTensorVersioned))
-DLManagedTensorVersioned._fields_ = [
-    ("version", DLPackVersion), ("manager_ctx", ctypes.c_void_p),
-    ("deleter", VERSIONED_DELETER), ("flags", ctypes.c_uint64),
-    ("dl_tensor", DLTensor)]
-
-
-class DLManagedTensor(ctypes.Structure):
-    pass
-
-
-LEGACY_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))
-DLManagedTensor._fields_ = [("dl_tensor", DLTensor),
-                            ("manager_ctx", ctypes.c_void_p),
-                            ("deleter", LEGACY_DELETER)]
-
-# The DLPack C exchange API table, as a C consumer reads it.  PYFUNCTYPE:
-# the GIL stays held and a Python error set by the callee is raised.
-_P = ctypes.POINTER
-
-
-class Header(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
-                ("prev_api", ctypes.c_void_p)]
-
-
-FROM_PY = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object,
-                            _P(_P(DLManagedTensorVersioned)))
-TO_PY = ctypes.PYFUNCTYPE(ctypes.c_int, _P(DLManagedTensorVersioned),
-                          _P(ctypes.py_object))
-DLTENSOR_FROM_PY = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object,
-                                     _P(DLTensor))
-WORK_STREAM = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.c_int32,
-                                _P(ctypes.c_void_p))
-
-
-class ExchangeAPI(ctypes.Structure):
-    _fields_ = [("header", Header), ("allocator", ctypes.c_void_p),
-                ("from_py", ctypes.c_void_p), ("to_py", ctypes.c_void_p),
-                ("dltensor_from_py", ctypes.c_void_p),
-                ("work_stream", ctypes.c_void_p)]
-
-PyCapsule_New = ctypes.pythonapi.PyCapsule_New
-PyCapsule_New.restype = ctypes.py_object
-PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-PyCapsule_GetName = ctypes.pythonapi.PyCapsule_GetName
-PyCapsule_GetName.restype = ctypes.c_char_p
-PyCapsule_GetName.argtypes = [ctypes.py_object]
+def call_deleter(tensor):
+    tensor.contents.deleter(tensor)
 
 
 class FakeTensor:
@@ -270,13 +255,10 @@ def dtype_of(dtype):
 # ---- Taking a tensor out of a capsule as a consumer does, and running its
 # deleter on a native thread that has no Python thread state.
 _api = ctypes.pythonapi
-_api.PyCapsule_GetPointer.restype = ctypes.c_void_p
-_api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 _api.PyCapsule_SetName.restype = ctypes.c_int
 _api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
 _api.PyCapsule_IsValid.restype = ctypes.c_int
 _api.PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
-PyCapsule_GetPointer = _api.PyCapsule_GetPointer
 # Capsule names must outlive the capsule: module-level bytes objects.
 USED_VERSIONED = b"used_dltensor_versioned"
 USED_LEGACY = b"used_dltensor"
@@ -300,7 +282,7 @@ def take_tensor(capsule):
     address, deleter address)."""
     versioned = _api.PyCapsule_IsValid(capsule, b"dltensor_versioned") == 1
     name = b"dltensor_versioned" if versioned else b"dltensor"
-    tensor = _api.PyCapsule_GetPointer(capsule, name)
+    tensor = PyCapsule_GetPointer(capsule, name)
     assert tensor, "not a DLPack capsule"
     assert _api.PyCapsule_SetName(
         capsule, USED_VERSIONED if versioned else USED_LEGACY) == 0

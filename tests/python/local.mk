@@ -37,6 +37,7 @@ CAI_PYTHON_TESTS += tests/python/test_stubs.py \
 	tests/python/test_free_threading.py
 
 EXTRA_DIST += $(CAI_PYTHON_TESTS) tests/python/conftest.py \
+	tests/python/shared.py \
 	tests/python/pip-install.sh tests/python/xconsumer.c \
 	tests/python/run-subinterp.sh tests/python/tapreport.py
 

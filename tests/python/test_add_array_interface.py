@@ -10,26 +10,15 @@ import numpy as np
 import pytest
 
 import caibridge
-from conftest import FakeTensor, collect, consumer, data_pointer, filled
+from conftest import (DLPackWrapper, FakeTensor, collect, consumer,
+                      data_pointer, filled, held_by)
 
 torch, needs_torch = consumer("torch")
 
 
 @caibridge.add_array_interface
-class Wrapped:
-    """A DLPack-only type around any DLPack producer; records the keyword
-    arguments of each __dlpack__ call."""
-
-    def __init__(self, inner):
-        self.inner = inner
-        self.calls = []
-
-    def __dlpack_device__(self):
-        return self.inner.__dlpack_device__()
-
-    def __dlpack__(self, **kwargs):
-        self.calls.append(kwargs)
-        return self.inner.__dlpack__(**kwargs)
+class Wrapped(DLPackWrapper):
+    """A DLPack-only type given the two interfaces."""
 
 
 def test_call_returns_the_class():
@@ -147,15 +136,8 @@ def test_lifetime_is_cai_s():
     assert alive() is None, "the dict does not keep the instance"
     assert iface["shape"] == (5,)
 
-    producer = Wrapped(filled((5,), "float64"))
-    alive = weakref.ref(producer)
-    result = np.asarray(producer)
-    del producer
-    collect()
-    assert alive() is not None, "NumPy's array keeps the instance"
-    del result
-    collect()
-    assert alive() is None
+    # NumPy's array keeps the instance.
+    held_by(lambda: Wrapped(filled((5,), "float64")), np.asarray)
 
 
 def test_pre_1_0_producer_without_keywords():

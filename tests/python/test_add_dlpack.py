@@ -10,16 +10,15 @@ import numpy as np
 import pytest
 
 import caibridge
-from conftest import (DLManagedTensorVersioned, HostProducer, collect,
-                      consumer, data_pointer, filled)
+from conftest import (DLManagedTensorVersioned, HostProducer,
+                      PyCapsule_GetPointer, call_deleter, collect, consumer,
+                      data_pointer, exchange_table, filled, held_by,
+                      tensor_from_py)
 
 torch, needs_torch = consumer("torch")
 jax, needs_jax = consumer("jax", "dlpack")
 
 P = ctypes.POINTER
-PyCapsule_GetPointer = ctypes.pythonapi.PyCapsule_GetPointer
-PyCapsule_GetPointer.restype = ctypes.c_void_p
-PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 
 @caibridge.add_dlpack
@@ -214,22 +213,17 @@ def test_own_dlpack_is_not_overwritten():
 
 def test_exchange_table_from_c():
     """The patched class's table driven as a C consumer drives it."""
-    from conftest import FROM_PY, ExchangeAPI
-    api = ExchangeAPI.from_address(PyCapsule_GetPointer(
-        Host.__dict__["__dlpack_c_exchange_api__"], b"dlpack_exchange_api"))
+    api = exchange_table(Host)
     assert (api.header.major, api.header.minor) == (1, 3)
     a = filled((4,), "int32")
-    producer = Host(a)
-    alive = weakref.ref(producer)
-    out = P(DLManagedTensorVersioned)()
-    assert FROM_PY(api.from_py)(producer, ctypes.byref(out)) == 0
-    assert out.contents.dl_tensor.data == data_pointer(a)
-    assert out.contents.flags == 0
-    del producer
-    collect()
-    assert alive() is not None, "the tensor holds the instance"
-    out.contents.deleter(out)
-    collect()
-    assert alive() is None
+
+    def take(producer):
+        out = tensor_from_py(api, producer)
+        assert out.contents.dl_tensor.data == data_pointer(a)
+        assert out.contents.flags == 0
+        return out
+
+    # The tensor holds the instance until its deleter runs.
+    held_by(lambda: Host(a), take, release=call_deleter)
     with pytest.raises(TypeError, match="add_dlpack"):
-        FROM_PY(api.from_py)(HostProducer(a), ctypes.byref(out))
+        tensor_from_py(api, HostProducer(a))

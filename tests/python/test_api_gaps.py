@@ -6,17 +6,8 @@ import numpy as np
 import pytest
 
 import caibridge
-from conftest import (DLManagedTensorVersioned, HostProducer, collect,
-                      data_pointer, filled)
+from conftest import HostProducer, collect, data_pointer, filled, managed
 
-PyCapsule_GetPointer = ctypes.pythonapi.PyCapsule_GetPointer
-PyCapsule_GetPointer.restype = ctypes.c_void_p
-PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-
-
-def managed(capsule):
-    return DLManagedTensorVersioned.from_address(
-        PyCapsule_GetPointer(capsule, b"dltensor_versioned"))
 
 
 def test_to_dlpack_copy_true():

@@ -7,13 +7,12 @@ import array
 import ctypes
 import mmap
 import sys
-import weakref
 
 import numpy as np
 import pytest
 
 import caibridge
-from conftest import collect, consumer
+from conftest import collect, consumer, held_by
 
 torch, needs_torch = consumer("torch")
 
@@ -142,15 +141,8 @@ class _Capsule:
 
 @needs_torch
 def test_producer_lives_exactly_as_long_as_the_tensor():
-    source = array.array("f", [1.0, 2.0])
-    alive = weakref.ref(source)
-    result = torch.from_dlpack(caibridge.as_dlpack(source))
-    del source
-    collect()
-    assert alive() is not None, "the tensor keeps the array.array"
-    del result
-    collect()
-    assert alive() is None, "released with the tensor"
+    held_by(lambda: array.array("f", [1.0, 2.0]),
+            lambda source: torch.from_dlpack(caibridge.as_dlpack(source)))
 
 
 # ---- refused, with BufferError ----

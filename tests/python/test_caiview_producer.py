@@ -1,27 +1,17 @@
 """CAIView, what caibridge.from_dlpack returns, is a DLPack producer too:
 its tensor goes on to any DLPack consumer zero-copy, with its flags, and
 the view lives as long as the consumer's tensor."""
-import ctypes
-import weakref
-
 import numpy as np
 import pytest
 
 import caibridge
-from conftest import (DLManagedTensorVersioned, FakeTensor, collect,
-                      consumer, data_pointer, filled)
+from conftest import (FakeTensor, call_deleter, collect, consumer,
+                      data_pointer, exchange_table, filled, held_by, managed,
+                      tensor_from_py)
 
 torch, needs_torch = consumer("torch")
 jax, needs_jax = consumer("jax", "dlpack")
 
-PyCapsule_GetPointer = ctypes.pythonapi.PyCapsule_GetPointer
-PyCapsule_GetPointer.restype = ctypes.c_void_p
-PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-
-
-def managed(capsule):
-    return DLManagedTensorVersioned.from_address(
-        PyCapsule_GetPointer(capsule, b"dltensor_versioned"))
 
 
 @needs_torch
@@ -47,15 +37,7 @@ def test_torch_through_caibridge_into_torch():
 @needs_torch
 def test_view_lives_as_long_as_the_tensor():
     t = torch.arange(6, dtype=torch.float64)
-    view = caibridge.from_dlpack(t)
-    alive = weakref.ref(view)
-    out = torch.from_dlpack(view)
-    del view
-    collect()
-    assert alive() is not None, "the consumer's tensor holds the view"
-    del out
-    collect()
-    assert alive() is None
+    held_by(lambda: caibridge.from_dlpack(t), torch.from_dlpack)
 
 
 def test_numpy_round_trip_keeps_read_only():
@@ -123,27 +105,20 @@ def test_exchange_api_is_published():
 def test_exchange_table_from_c():
     """CAIView's table driven as a C consumer drives it: the tensor keeps
     READ_ONLY and holds the view until its deleter runs."""
-    from conftest import FROM_PY, ExchangeAPI
-    api = ExchangeAPI.from_address(PyCapsule_GetPointer(
-        caibridge.CAIView.__dict__["__dlpack_c_exchange_api__"],
-        b"dlpack_exchange_api"))
+    api = exchange_table(caibridge.CAIView)
     assert not api.dltensor_from_py, "no borrowed DLTensor is offered"
     a = filled((3, 2), "float32")
     a.flags.writeable = False
-    view = caibridge.from_dlpack(a)
-    alive = weakref.ref(view)
-    out = ctypes.POINTER(DLManagedTensorVersioned)()
-    assert FROM_PY(api.from_py)(view, ctypes.byref(out)) == 0
-    assert out.contents.flags & 1, "READ_ONLY kept"
-    assert out.contents.dl_tensor.data == data_pointer(a)
-    del view
-    collect()
-    assert alive() is not None, "the tensor holds the view"
-    out.contents.deleter(out)
-    collect()
-    assert alive() is None
+
+    def take(view):
+        out = tensor_from_py(api, view)
+        assert out.contents.flags & 1, "READ_ONLY kept"
+        assert out.contents.dl_tensor.data == data_pointer(a)
+        return out
+
+    held_by(lambda: caibridge.from_dlpack(a), take, release=call_deleter)
     with pytest.raises(TypeError, match="CAIView"):
-        FROM_PY(api.from_py)(a, ctypes.byref(out))
+        tensor_from_py(api, a)
 
 
 def test_legacy_import_stays_read_only_when_re_exported():

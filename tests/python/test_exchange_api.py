@@ -11,8 +11,9 @@ import pytest
 import caibridge
 from conftest import (DLTENSOR_FROM_PY, FROM_PY, TO_PY, WORK_STREAM, Header,
                       DLManagedTensorVersioned, DLTensor, ExchangeAPI,
-                      FakeTensor, HostProducer, PyCapsule_New, collect,
-                      data_pointer, dtype_of, filled)
+                      FakeTensor, HostProducer, PyCapsule_New, call_deleter,
+                      collect, data_pointer, dtype_of, exchange_table,
+                      filled)
 
 P = ctypes.POINTER
 
@@ -27,11 +28,7 @@ ALLOCATOR = ctypes.PYFUNCTYPE(ctypes.c_int, P(DLTensor),
 
 
 def table():
-    capsule = caibridge.DLPackView.__dict__["__dlpack_c_exchange_api__"]
-    get = ctypes.pythonapi.PyCapsule_GetPointer
-    get.restype = ctypes.c_void_p
-    get.argtypes = [ctypes.py_object, ctypes.c_char_p]
-    return ExchangeAPI.from_address(get(capsule, b"dlpack_exchange_api"))
+    return exchange_table(caibridge.DLPackView)
 
 
 def test_published_on_the_type():
@@ -42,10 +39,6 @@ def test_published_on_the_type():
     for name in ("allocator", "from_py", "to_py", "dltensor_from_py",
                  "work_stream"):
         assert getattr(api, name), f"{name} is set"
-
-
-def call_deleter(tensor):
-    tensor.contents.deleter(tensor)
 
 
 @pytest.mark.parametrize("make", [

@@ -218,17 +218,12 @@ def test_pool_releases_leave_nothing_behind(pool):
     import numpy as np
 
     import caibridge
-    from conftest import HostProducer
+    from conftest import HostProducer, take_tensor
 
     lib = ctypes.CDLL(str(pool))
 
     class Item(ctypes.Structure):
         _fields_ = [("deleter", ctypes.c_void_p), ("tensor", ctypes.c_void_p)]
-
-    api = ctypes.pythonapi
-    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
-    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-    api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
     def rss():
         with open("/proc/self/statm") as f:
@@ -242,9 +237,8 @@ def test_pool_releases_leave_nothing_behind(pool):
         for i in range(n):
             capsule = (caibridge.to_dlpack(producer, max_version=(1, 3))
                        if i % 2 else view.__dlpack__(max_version=(1, 3)))
-            t = api.PyCapsule_GetPointer(capsule, b"dltensor_versioned")
-            api.PyCapsule_SetName(capsule, b"used_dltensor_versioned")
-            items[i] = Item(ctypes.c_void_p.from_address(t + 16).value, t)
+            tensor, deleter = take_tensor(capsule)
+            items[i] = Item(deleter, tensor)
         assert lib.pool_release(items, n, 4, 0) == 0
 
     def settle(refs):

@@ -9,7 +9,8 @@ import pytest
 import caibridge
 from caibridge import _core
 from conftest import (CAIProducer, FakeTensor, HostProducer, PyCapsule_GetName,
-                      PyCapsule_New, cai_of, collect, data_pointer, filled)
+                      PyCapsule_New, cai_of, collect, data_pointer, filled,
+                      held_by)
 
 
 
@@ -134,16 +135,13 @@ def test_from_jax_shares_memory(jax):
 
 
 def test_counting_producer_versioned_first():
-    producer = CountingProducer(filled((3,), "float32"))
-    alive = weakref.ref(producer.array)
-    view = caibridge.from_dlpack(producer)
-    assert producer.requests == [{"stream": None, "max_version": (1, 3)}]
-    del producer
-    collect()
-    assert alive() is not None
-    del view
-    collect()
-    assert alive() is None
+    def take(array):
+        producer = CountingProducer(array)
+        view = caibridge.from_dlpack(producer)
+        assert producer.requests == [{"stream": None, "max_version": (1, 3)}]
+        return view
+
+    held_by(lambda: filled((3,), "float32"), take)
 
 
 def test_counting_producer_legacy_fallback():
@@ -323,15 +321,9 @@ def test_cuda_readonly_round_trip():
 
 
 def test_cuda_round_trip_keeps_producer():
-    producer = CAIProducer(cai_of(filled((4,), "float32")))
-    alive = weakref.ref(producer)
-    back = caibridge.from_dlpack(caibridge.as_dlpack(producer, device=(2, 0)))
-    del producer
-    collect()
-    assert alive() is not None
-    del back
-    collect()
-    assert alive() is None
+    held_by(lambda: CAIProducer(cai_of(filled((4,), "float32"))),
+            lambda producer: caibridge.from_dlpack(
+                caibridge.as_dlpack(producer, device=(2, 0))))
 
 
 def test_cuda_capsule_stream_reported():

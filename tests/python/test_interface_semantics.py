@@ -18,28 +18,24 @@ import numpy as np
 import pytest
 
 import caibridge
+from conftest import CAIProducer, InterfaceProducer, OwnBuffer, OwnBytes
 
 CUDA = (2, 0)  # given explicitly: describing needs no GPU
 
 
-class Iface:
-    def __init__(self, keep=None, **iface):
-        self.iface = iface
-        self.keep = keep
-
-    @property
-    def __array_interface__(self):
-        return self.iface
+def Iface(keep=None, **iface):
+    return InterfaceProducer(iface, keep)
 
 
-class Cai:
-    def __init__(self, keep=None, **iface):
-        self.iface = iface
-        self.keep = keep
+def Cai(keep=None, **iface):
+    return CAIProducer(iface, keep)
 
-    @property
-    def __cuda_array_interface__(self):
-        return self.iface
+
+def over_zeros(shape, typestr, **entries):
+    """A producer of these entries over 64 zero bytes it keeps."""
+    a = np.zeros(8, np.float64)
+    return Iface(a, shape=shape, typestr=typestr, data=(a.ctypes.data, False),
+                 version=3, **entries)
 
 
 def via_numpy(producer, **kw):
@@ -169,22 +165,6 @@ def test_offset_is_not_even_read_for_a_pointer():
         assert via_numpy(p).tolist() == [0, 1, 2, 3]
 
 
-class OwnBuffer(bytearray):
-    iface = None
-
-    @property
-    def __array_interface__(self):
-        return self.iface
-
-
-class OwnBytes(bytes):
-    iface = None
-
-    @property
-    def __array_interface__(self):
-        return self.iface
-
-
 @pytest.mark.parametrize("absent", [True, False])
 def test_data_none_or_absent_is_the_objects_own_buffer(absent):
     obj = OwnBuffer(b"abcdefgh")
@@ -225,9 +205,7 @@ def test_read_only_comes_from_the_buffer():
     ("u1", "|u1"), (">u1", "|u1"), (">i1", "|i1"), (">b1", "|b1"),
     ("c16", "<c16"), ("b1", "|b1")])
 def test_typestr_forms_numpy_reads(typestr, dtype):
-    a = np.zeros(4, np.float64)
-    p = Iface(a, shape=(2,), typestr=typestr, data=(a.ctypes.data, False),
-              version=3)
+    p = over_zeros((2,), typestr)
     assert via_numpy(p).dtype == np.dtype(dtype) == np.asarray(p).dtype
 
 
@@ -235,9 +213,7 @@ def test_typestr_forms_numpy_reads(typestr, dtype):
     "<M8[s]", "<m8[ns]", "<M8", "|O", "|O8", "|V8", "|S4", "<U2", ">f8",
     ">i4", "<f16", "<c32"])
 def test_types_numpy_reads_but_dlpack_cannot_hold_are_buffer_errors(typestr):
-    a = np.zeros(8, np.float64)
-    p = Iface(a, shape=(1,), typestr=typestr, data=(a.ctypes.data, False),
-              version=3)
+    p = over_zeros((1,), typestr)
     with pytest.raises(BufferError, match="typestr"):
         caibridge.as_dlpack(p)
 
@@ -245,9 +221,7 @@ def test_types_numpy_reads_but_dlpack_cannot_hold_are_buffer_errors(typestr):
 @pytest.mark.parametrize("typestr", [
     "<f3", "<i3", "<b2", "<u16", "x", "", "<", "<f0", "<M4", "<fé"])
 def test_malformed_typestrs_are_value_errors(typestr):
-    a = np.zeros(8, np.float64)
-    p = Iface(a, shape=(1,), typestr=typestr, data=(a.ctypes.data, False),
-              version=3)
+    p = over_zeros((1,), typestr)
     with pytest.raises(ValueError, match="typestr"):
         caibridge.as_dlpack(p)
     with pytest.raises(TypeError):
@@ -258,17 +232,13 @@ def test_malformed_typestrs_are_value_errors(typestr):
 def test_a_typestr_without_its_size_is_refused(typestr):
     # NumPy reads these as its one-letter type codes ('<f' is float32, '|b'
     # is int8); the protocol asks for the size, and caibridge does not guess.
-    a = np.zeros(8, np.float64)
-    p = Iface(a, shape=(1,), typestr=typestr, data=(a.ctypes.data, False),
-              version=3)
+    p = over_zeros((1,), typestr)
     with pytest.raises(ValueError, match="typestr"):
         caibridge.as_dlpack(p)
 
 
 def test_strides_not_a_multiple_of_the_item_size_are_buffer_errors():
-    a = np.zeros(8, np.float64)
-    p = Iface(a, shape=(3,), typestr="<u2", strides=(3,),
-              data=(a.ctypes.data, False), version=3)
+    p = over_zeros((3,), "<u2", strides=(3,))
     with pytest.raises(BufferError, match=r"strides\[0\]"):
         caibridge.as_dlpack(p)
     with pytest.raises(BufferError):
@@ -276,16 +246,12 @@ def test_strides_not_a_multiple_of_the_item_size_are_buffer_errors():
 
 
 def test_a_zero_size_array_takes_any_strides_as_numpy_does():
-    a = np.zeros(8, np.float64)
-    p = Iface(a, shape=(0, 3), typestr="<f8", strides=(3, 5),
-              data=(a.ctypes.data, False), version=3)
+    p = over_zeros((0, 3), "<f8", strides=(3, 5))
     assert via_numpy(p).shape == np.from_dlpack(np.asarray(p)).shape
 
 
 def test_a_malformed_entry_wins_over_an_unexportable_type():
-    a = np.zeros(8, np.float64)
-    p = Iface(a, shape=(2,), typestr=">f8", strides=(8, 8),
-              data=(a.ctypes.data, False), version=3)
+    p = over_zeros((2,), ">f8", strides=(8, 8))
     with pytest.raises(ValueError, match="strides"):
         caibridge.as_dlpack(p)
 

@@ -10,7 +10,7 @@ import pytest
 
 import caibridge
 from conftest import (HostProducer, Worker, collect, data_pointer, filled,
-                      join_native, start_native, take_tensor)
+                      held_by, join_native, start_native, take_tensor)
 
 
 def producer_and_ref(shape=(4, 5), dtype="float32"):
@@ -67,28 +67,21 @@ def test_producer_dies_with_last_of_several_consumers(torch):
 
 @pytest.mark.parametrize("max_version", [None, (1, 3)])
 def test_unconsumed_capsule_releases_producer(max_version):
-    producer, alive = producer_and_ref()
-    capsule = caibridge.as_dlpack(producer).__dlpack__(max_version=max_version)
-    del producer
-    collect()
-    assert alive() is not None, "the capsule holds the producer"
-    del capsule
-    collect()
-    assert alive() is None, "an unconsumed capsule releases it"
+    # The capsule holds the producer; dropped unconsumed, it releases it.
+    held_by(lambda: HostProducer(filled((4, 5), "float32")),
+            lambda p: caibridge.as_dlpack(p).__dlpack__(
+                max_version=max_version))
 
 
 @pytest.mark.parametrize("max_version", [None, (1, 0)])
 def test_unconsumed_to_dlpack_capsule_releases_producer(max_version):
-    producer, alive = producer_and_ref()
-    capsule = caibridge.to_dlpack(producer, max_version=max_version)
-    expected = "dltensor_versioned" if max_version else "dltensor"
-    assert expected in repr(capsule)
-    del producer
-    collect()
-    assert alive() is not None
-    del capsule
-    collect()
-    assert alive() is None
+    def take(producer):
+        capsule = caibridge.to_dlpack(producer, max_version=max_version)
+        expected = "dltensor_versioned" if max_version else "dltensor"
+        assert expected in repr(capsule)
+        return capsule
+
+    held_by(lambda: HostProducer(filled((4, 5), "float32")), take)
 
 
 def test_each_dlpack_call_is_independent(torch):

@@ -33,6 +33,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import caibridge
+from conftest import (ArrayInterface, CAIProducer, InterfaceProducer,
+                      OwnBuffer, OwnBytes)
 
 EXAMPLES = int(os.environ.get("CAIBRIDGE_ORACLE_EXAMPLES", "2000"))
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, database=None,
@@ -107,58 +109,8 @@ def byte_extent(shape, strides, itemsize):
     return (lo, hi) if hi - lo < 2**63 else None
 
 
-class Iface:
-    """A producer exposing only __array_interface__."""
-
-    def __init__(self, iface, keep=None):
-        self.iface = iface
-        self.keep = keep
-
-    @property
-    def __array_interface__(self):
-        return self.iface
-
-
-class Cai:
-    """A producer exposing only __cuda_array_interface__."""
-
-    def __init__(self, iface, keep=None):
-        self.iface = iface
-        self.keep = keep
-
-    @property
-    def __cuda_array_interface__(self):
-        return self.iface
-
-
-class OwnBuffer(bytearray):
-    """Its own buffer: data None or absent in its interface."""
-
-    iface = None
-
-    @property
-    def __array_interface__(self):
-        return self.iface
-
-
-class OwnBytes(bytes):
-    """A read-only object that is its own buffer."""
-
-    iface = None
-
-    @property
-    def __array_interface__(self):
-        return self.iface
-
-
-class NoBuffer:
+class NoBuffer(ArrayInterface):
     """Data None on an object that exports no buffer."""
-
-    iface = None
-
-    @property
-    def __array_interface__(self):
-        return self.iface
 
 
 @st.composite
@@ -272,13 +224,13 @@ def producers(draw):
         if kind == "cai":
             if draw(st.integers(0, 4)) == 0:
                 iface["stream"] = draw(st.sampled_from([None, 1, 2, 7]))
-            return Cai(iface, backing), facts
-        return Iface(iface, backing), facts
+            return CAIProducer(iface, backing), facts
+        return InterfaceProducer(iface, backing), facts
 
     if kind == "bad data":
         iface["data"] = draw(st.sampled_from(
             [[1, 2], (1,), (1, False, 2), ("x", False), 1.5]))
-        return Iface(iface), facts
+        return InterfaceProducer(iface), facts
 
     slack = draw(st.sampled_from([0, 0, 0, 0, 1, itemsize, -1, -itemsize,
                                   9]))
@@ -323,7 +275,7 @@ def producers(draw):
                          nbytes, readonly, draw)
     iface["data"] = buffer
     facts.update(buffer=buffer, offset=off)
-    return Iface(iface, buffer), facts
+    return InterfaceProducer(iface, buffer), facts
 
 
 def numpy_reading(producer, facts):
@@ -378,7 +330,7 @@ def numpy_reading(producer, facts):
         inside = not facts["wraps"]
 
     try:
-        a = np.asarray(Iface(iface))
+        a = np.asarray(InterfaceProducer(iface))
     except Exception as e:  # NumPy's reading refused
         if isinstance(e, BufferError) or strided:
             return "refuse", MALFORMED + UNEXPORTABLE

@@ -32,6 +32,21 @@ def settle():
         gc.collect()
 
 
+def contend(work):
+    """work(k) on THREADS threads at once, switching between them as often
+    as possible; an exception in any of them is raised here."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        threads = [Worker(work, k) for k in range(THREADS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+
+
 # ---- tests
 
 
@@ -42,8 +57,6 @@ def test_concurrent_handovers(torch):
     shared = HostProducer(np.arange(12, dtype=np.float32).reshape(3, 4))
     start = threading.Barrier(THREADS)
     errors = []
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)  # switch threads as often as possible
 
     def work(k):
         own = HostProducer(np.full((2, 5), k, dtype=np.int64))
@@ -66,14 +79,7 @@ def test_concurrent_handovers(torch):
 
     settle()
     before = sys.getrefcount(shared)
-    try:
-        threads = [Worker(work, k) for k in range(THREADS)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        sys.setswitchinterval(old)
+    contend(work)
     assert not errors, errors[:3]
     settle()
     assert sys.getrefcount(shared) == before
@@ -155,19 +161,11 @@ def test_many_deleters_on_native_threads_while_python_runs(torch):
     assert sys.getrefcount(producer) == before
 
 
-class ChangingProducer:
+class ChangingProducer(HostProducer):
     """A host producer whose one dict other threads keep rewriting: fresh
     but equal entries (the old ones freed at once) and an extra key added
     and removed (the dict resizes).  Every read must still see a whole,
     valid description."""
-
-    def __init__(self, array):
-        self.array = array
-        self.iface = dict(array.__array_interface__)
-
-    @property
-    def __array_interface__(self):
-        return self.iface
 
     def churn(self, i):
         base = self.array.__array_interface__
@@ -199,7 +197,6 @@ def test_shared_objects_on_8_threads():
     contest = threading.Barrier(THREADS)
     contested = []
     wins = []
-    old = sys.getswitchinterval()
 
     def work(k):
         start.wait()
@@ -247,15 +244,7 @@ def test_shared_objects_on_8_threads():
 
     settle()
     before = [sys.getrefcount(o) for o in (host, changing, cai, view, cview)]
-    sys.setswitchinterval(1e-5)
-    try:
-        threads = [Worker(work, k) for k in range(THREADS)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        sys.setswitchinterval(old)
+    contend(work)
     assert sorted(wins) == list(range(0, rounds, 50)), wins
     while not passed.empty():
         passed.get()
