@@ -52,6 +52,24 @@ static const DLPackExchangeAPI *table_of(PyObject *obj)
     return api;
 }
 
+/* The (obj, n) arguments of a loop and obj's table, or NULL with an
+ * exception set. */
+static const DLPackExchangeAPI *loop_args(PyObject *args, PyObject **obj,
+                                          Py_ssize_t *n)
+{
+    if (!PyArg_ParseTuple(args, "On", obj, n))
+        return NULL;
+    return table_of(*obj);
+}
+
+/* A table function's failure: its exception, or one naming it. */
+static PyObject *failed(const char *what)
+{
+    if (!PyErr_Occurred())
+        PyErr_Format(PyExc_RuntimeError, "%s failed", what);
+    return NULL;
+}
+
 /* exchange_loop(obj, n) -> ns for n x (managed_tensor_from_py_object_no_sync
  * + deleter), read from type(obj).__dlpack_c_exchange_api__. */
 static PyObject *exchange_loop(PyObject *self, PyObject *args)
@@ -61,21 +79,14 @@ static PyObject *exchange_loop(PyObject *self, PyObject *args)
     const DLPackExchangeAPI *api;
     double t0, t1;
 
-    if (!PyArg_ParseTuple(args, "On", &obj, &n))
-        return NULL;
-    api = table_of(obj);
-    if (api == NULL)
+    if ((api = loop_args(args, &obj, &n)) == NULL)
         return NULL;
     t0 = now_ns();
     for (i = 0; i < n; i++) {
         DLManagedTensorVersioned *t = NULL;
 
-        if (api->managed_tensor_from_py_object_no_sync(obj, &t) != 0) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_RuntimeError, "managed_tensor_from_"
-                                "py_object_no_sync failed");
-            return NULL;
-        }
+        if (api->managed_tensor_from_py_object_no_sync(obj, &t) != 0)
+            return failed("managed_tensor_from_py_object_no_sync");
         if (t->deleter != NULL)
             t->deleter(t);
     }
@@ -92,10 +103,7 @@ static PyObject *dltensor_loop(PyObject *self, PyObject *args)
     const DLPackExchangeAPI *api;
     double t0, t1;
 
-    if (!PyArg_ParseTuple(args, "On", &obj, &n))
-        return NULL;
-    api = table_of(obj);
-    if (api == NULL)
+    if ((api = loop_args(args, &obj, &n)) == NULL)
         return NULL;
     if (api->dltensor_from_py_object_no_sync == NULL)
         Py_RETURN_NONE;
@@ -103,12 +111,8 @@ static PyObject *dltensor_loop(PyObject *self, PyObject *args)
     for (i = 0; i < n; i++) {
         DLTensor t;
 
-        if (api->dltensor_from_py_object_no_sync(obj, &t) != 0) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_RuntimeError,
-                                "dltensor_from_py_object_no_sync failed");
-            return NULL;
-        }
+        if (api->dltensor_from_py_object_no_sync(obj, &t) != 0)
+            return failed("dltensor_from_py_object_no_sync");
         __asm__ volatile("" : : "r"(&t) : "memory");
     }
     t1 = now_ns();
@@ -220,10 +224,8 @@ static PyObject *exchange_count(PyObject *self, PyObject *args)
     const char *label;
     const DLPackExchangeAPI *api;
 
-    if (!PyArg_ParseTuple(args, "Ons", &obj, &n, &label))
-        return NULL;
-    api = table_of(obj);
-    if (api == NULL)
+    if (!PyArg_ParseTuple(args, "Ons", &obj, &n, &label) ||
+        (api = table_of(obj)) == NULL)
         return NULL;
 #ifdef HAVE_CALLGRIND
     CALLGRIND_START_INSTRUMENTATION;
@@ -243,12 +245,8 @@ static PyObject *exchange_count(PyObject *self, PyObject *args)
 #else
     (void)label;
 #endif
-    if (i < n) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_RuntimeError,
-                            "managed_tensor_from_py_object_no_sync failed");
-        return NULL;
-    }
+    if (i < n)
+        return failed("managed_tensor_from_py_object_no_sync");
     Py_RETURN_NONE;
 }
 
