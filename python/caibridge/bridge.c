@@ -54,20 +54,11 @@ static PyObject *patched_dlpack(PyObject *self, PyObject *const *args,
                                 size_t nargsf, PyObject *kwnames)
 {
     cai_state *st = method_state(self);
-    PyObject *values[4] = {NULL, NULL, NULL, NULL};
     cai_request_t req;
 
     if (method_self(self, nargsf, 0) != 0 ||
-        match_keywords("__dlpack__", args + 1, kwnames, st->kw_dlpack,
-                       values, 4) != 0)
+        dlpack_request(st, args + 1, kwnames, &req) != 0)
         return NULL;
-    if ((req.versioned = wants_versioned(values[1])) < 0 ||
-        (req.copy = read_copy(values[3])) < 0)
-        return NULL;
-    req.stream = values[0];
-    req.dl_device = values[2];
-    req.sync = 1;
-    req.readonly_legacy_ok = 0;
     return object_export(st, args[0], NULL, &req);
 }
 

@@ -296,6 +296,25 @@ typedef struct {
 } cai_request_t;
 
 int request_prepare(cai_state *st, cai_desc_t *d, const cai_request_t *req);
+
+/* A __dlpack__ call's keywords (stream, max_version, dl_device, copy) as a
+ * request that orders streams and refuses read-only legacy exports. */
+static inline int dlpack_request(cai_state *st, PyObject *const *kwvalues,
+                                 PyObject *kwnames, cai_request_t *req)
+{
+    PyObject *values[4] = {NULL, NULL, NULL, NULL};
+
+    if (match_keywords("__dlpack__", kwvalues, kwnames, st->kw_dlpack,
+                       values, 4) != 0 ||
+        (req->versioned = wants_versioned(values[1])) < 0 ||
+        (req->copy = read_copy(values[3])) < 0)
+        return -1;
+    req->stream = values[0];
+    req->dl_device = values[2];
+    req->sync = 1;
+    req->readonly_legacy_ok = 0;
+    return 0;
+}
 PyObject *object_export(cai_state *st, PyObject *obj, PyObject *device,
                         const cai_request_t *req);
 int object_tensor(cai_state *st, PyObject *obj, void **out);

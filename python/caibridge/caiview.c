@@ -272,22 +272,13 @@ static PyObject *caiview_dlpack(PyObject *self, PyTypeObject *defining_class,
 {
     CAIViewObject *v = (CAIViewObject *)self;
     cai_state *st = type_state(defining_class);
-    PyObject *values[4] = {NULL, NULL, NULL, NULL};
     cai_request_t req;
     cai_desc_t d;
     void *tensor;
 
     if (check_positional("__dlpack__", nargs, 0) != 0 ||
-        match_keywords("__dlpack__", args + nargs, kwnames, st->kw_dlpack,
-                       values, 4) != 0)
+        dlpack_request(st, args + nargs, kwnames, &req) != 0)
         return NULL;
-    if ((req.versioned = wants_versioned(values[1])) < 0 ||
-        (req.copy = read_copy(values[3])) < 0)
-        return NULL;
-    req.stream = values[0];
-    req.dl_device = values[2];
-    req.sync = 1;
-    req.readonly_legacy_ok = 0;
     if (caiview_desc(st, v, &d) != 0 || request_prepare(st, &d, &req) != 0)
         return NULL;
     if (req.copy)
