@@ -484,6 +484,22 @@ extern PyType_Spec caiview_spec;
 extern const char from_dlpack_doc[];
 PyObject *caiview_new(cai_state *st, void *tensor, int versioned,
                       PyObject *stream, int readonly);
+/* caiview_new for a versioned, writable tensor, taking stream (a new
+ * reference); a NULL stream, a failure to make it, deletes the tensor. */
+static inline PyObject *caiview_taking_stream(cai_state *st,
+                                              DLManagedTensorVersioned *t,
+                                              PyObject *stream)
+{
+    PyObject *view;
+
+    if (stream == NULL) {
+        t->deleter(t);
+        return NULL;
+    }
+    view = caiview_new(st, t, 1, stream, 0);
+    Py_DECREF(stream);
+    return view;
+}
 PyObject *from_dlpack(PyObject *module, PyObject *const *args,
                       Py_ssize_t nargs, PyObject *kwnames);
 void caiview_dealloc(PyObject *self);

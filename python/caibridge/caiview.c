@@ -417,7 +417,7 @@ static PyObject *from_view(cai_state *st, DLPackViewObject *v, int given,
     DLManagedTensorVersioned *t;
     cai_error_t err;
     void *tensor;
-    PyObject *stream_obj, *result;
+    PyObject *stream_obj;
 
     view_to_header(v, &d);
     if (check_stream_value(&d, given, s, &consumer) != 0 ||
@@ -433,13 +433,7 @@ static PyObject *from_view(cai_state *st, DLPackViewObject *v, int given,
         stream_obj = PyLong_FromSsize_t((Py_ssize_t)v->stream);
     else
         stream_obj = reported_stream(given, s);
-    if (stream_obj == NULL) {
-        t->deleter(t);
-        return NULL;
-    }
-    result = caiview_new(st, t, 1, stream_obj, 0);
-    Py_DECREF(stream_obj);
-    return result;
+    return caiview_taking_stream(st, t, stream_obj);
 }
 
 /* Calls x.__dlpack__(stream=..., max_version=(1, 3)), with copy=False
