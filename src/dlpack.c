@@ -227,17 +227,10 @@ int cai_desc_from_dltensor(const DLTensor *t, cai_desc_t *out,
         return rc;
     itemsize = cai_dtype_itemsize(t->dtype);
 
-    out->ndim = t->ndim;
-    out->version = 3;
-    out->readonly = 0;
-    out->has_mask = 0;
-    out->has_stream = 0;
-    out->stream = 0;
-    out->dtype = t->dtype;
-    out->device = t->device;
+    /* data once byte_offset is checked, below. */
+    cai_desc_init(out, NULL, t->ndim, t->dtype, t->device);
     for (i = 0; i < t->ndim; i++)
         out->shape[i] = t->shape[i];
-    out->has_strides = 0;
     /* A zero-size array addresses nothing: it is C-contiguous whatever its
      * strides say, so they are not converted (and cannot overflow). */
     if (t->strides != NULL && t->ndim > 0 &&
