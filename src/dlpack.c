@@ -19,26 +19,23 @@ typedef struct {
     int64_t dims[];
 } legacy_block;
 
-static void versioned_deleter(DLManagedTensorVersioned *self)
+/* Frees a tensor's block, then releases its owner, which may be what
+ * frees the data. */
+static void free_block(void *block, cai_release_fn release, void *owner)
 {
-    versioned_block *b = (versioned_block *)self;
-    cai_release_fn release = b->release;
-    void *owner = self->manager_ctx;
-
-    free(b);
+    free(block);
     if (release != NULL)
         release(owner);
 }
 
+static void versioned_deleter(DLManagedTensorVersioned *self)
+{
+    free_block(self, ((versioned_block *)self)->release, self->manager_ctx);
+}
+
 static void legacy_deleter(DLManagedTensor *self)
 {
-    legacy_block *b = (legacy_block *)self;
-    cai_release_fn release = b->release;
-    void *owner = self->manager_ctx;
-
-    free(b);
-    if (release != NULL)
-        release(owner);
+    free_block(self, ((legacy_block *)self)->release, self->manager_ctx);
 }
 
 static int ndim_error(int ndim, cai_error_t *err)
