@@ -272,8 +272,7 @@ int cai_desc_from_dltensor(const DLTensor *t, cai_desc_t *out,
         if (CAI_UNLIKELY(rc != 0))
             return rc;
     }
-    cai_ok(err);
-    return 0;
+    return cai_ok(err);
 }
 
 int cai_desc_from_dlpack_versioned(const DLManagedTensorVersioned *t,
