@@ -751,7 +751,7 @@ def instr_child(args):
         f()
         xb.count_loop(f, IR_N, name)
     if not args.only:
-        xb.exchange_count(view, IR_N, "exchange")
+        xb.exchange_loop(view, IR_N, "exchange")
     return 0
 
 
