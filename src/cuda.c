@@ -56,6 +56,9 @@ static int producer_needs_order(const cai_desc_t *producer, cai_error_t *err)
     return 1;
 }
 
+static int consumer_waits(const cai_fence_t *fence, intptr_t consumer_stream,
+                          cai_error_t *err);
+
 intptr_t cai_cuda_stream_from_handle(uintptr_t handle)
 {
     return handle == 0 ? CAI_STREAM_LEGACY : (intptr_t)handle;
@@ -980,14 +983,10 @@ int cai_fence_release(const cai_fence_t *fence, intptr_t consumer_stream,
     struct cai_fence back;
     const char *refusal = NULL;
     struct op op;
-    int rc = check_stream_value(consumer_stream, "consumer ", err);
+    int rc = consumer_waits(fence, consumer_stream, err);
 
-    if (rc != 0)
+    if (rc <= 0)
         return rc;
-    if (fence == NULL || consumer_stream == CAI_STREAM_NO_SYNC ||
-        (consumer_stream == fence->stream &&
-         !is_default_stream(consumer_stream)))
-        return cai_ok(err);
     rc = op_begin(&op, "stream", err);
     if (rc != 0)
         return rc;
@@ -1235,8 +1234,11 @@ int cai_fence_record(const cai_desc_t *producer, cai_fence_t **out,
     return record_fence(producer, out, err);
 }
 
-int cai_fence_wait(const cai_fence_t *fence, intptr_t consumer_stream,
-                   cai_error_t *err)
+/* Checks the consumer's stream; 1 when it has to wait for the fence, 0
+ * (err cleared) when not.  Defined here, where both builds have defined
+ * struct cai_fence. */
+static int consumer_waits(const cai_fence_t *fence, intptr_t consumer_stream,
+                          cai_error_t *err)
 {
     int rc = check_stream_value(consumer_stream, "consumer ", err);
 
@@ -1248,7 +1250,15 @@ int cai_fence_wait(const cai_fence_t *fence, intptr_t consumer_stream,
         (consumer_stream == fence->stream &&
          !is_default_stream(consumer_stream)))
         return cai_ok(err);
-    return wait_fence(fence, consumer_stream, err);
+    return 1;
+}
+
+int cai_fence_wait(const cai_fence_t *fence, intptr_t consumer_stream,
+                   cai_error_t *err)
+{
+    int rc = consumer_waits(fence, consumer_stream, err);
+
+    return rc <= 0 ? rc : wait_fence(fence, consumer_stream, err);
 }
 
 int cai_cuda_order(const cai_desc_t *producer, intptr_t consumer_stream,
