@@ -76,12 +76,12 @@ static void make_desc(cai_desc_t *d, int ndim, int strided)
 
 /* One case: a descriptor and the direction it is converted in. */
 typedef struct {
-    const char *name;
     int ndim, strided;
     int from;   /* tensor -> descriptor instead */
     int legacy; /* DLManagedTensor instead of the versioned struct */
     cai_desc_t desc;
     DLManagedTensorVersioned *tensor; /* the source when from */
+    char name[48];                    /* made from the fields above */
     double ns[BATCHES];
 } bench_case;
 
@@ -124,24 +124,11 @@ static double run_batch(bench_case *c)
 }
 
 static bench_case cases[] = {
-    {.name = "core to_versioned+deleter 1d",
-     .ndim = 1, .strided = 0, .from = 0},
-    {.name = "core to_versioned+deleter 1d strided",
-     .ndim = 1, .strided = 1, .from = 0},
-    {.name = "core to_versioned+deleter 2d",
-     .ndim = 2, .strided = 0, .from = 0},
-    {.name = "core to_versioned+deleter 2d strided",
-     .ndim = 2, .strided = 1, .from = 0},
-    {.name = "core to_versioned+deleter 4d",
-     .ndim = 4, .strided = 0, .from = 0},
-    {.name = "core to_versioned+deleter 4d strided",
-     .ndim = 4, .strided = 1, .from = 0},
-    {.name = "core to_legacy+deleter 2d",
-     .ndim = 2, .strided = 0, .legacy = 1},
-    {.name = "core from_versioned 2d",
-     .ndim = 2, .strided = 0, .from = 1},
-    {.name = "core from_versioned 4d strided",
-     .ndim = 4, .strided = 1, .from = 1},
+    {.ndim = 1}, {.ndim = 1, .strided = 1},
+    {.ndim = 2}, {.ndim = 2, .strided = 1},
+    {.ndim = 4}, {.ndim = 4, .strided = 1},
+    {.ndim = 2, .legacy = 1},
+    {.ndim = 2, .from = 1}, {.ndim = 4, .strided = 1, .from = 1},
 };
 
 #define NCASES (sizeof cases / sizeof cases[0])
@@ -155,6 +142,11 @@ int main(int argc, char **argv)
     for (k = 0; k < NCASES; k++) {
         bench_case *c = &cases[k];
 
+        snprintf(c->name, sizeof c->name, "core %s %dd%s",
+                 c->from     ? "from_versioned"
+                 : c->legacy ? "to_legacy+deleter"
+                             : "to_versioned+deleter",
+                 c->ndim, c->strided ? " strided" : "");
         make_desc(&c->desc, c->ndim, c->strided);
         if (c->from && cai_desc_to_dlpack_versioned(&c->desc, 0, NULL, NULL,
                                                     &c->tensor, NULL) != 0) {

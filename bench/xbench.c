@@ -22,6 +22,27 @@
 #endif
 #endif
 
+/* Callgrind collects between these two, then dumps what it counted under
+ * label (a run with --instr-atstart=no sees nothing else).  Outside
+ * callgrind, or without its header, they do nothing. */
+static void count_start(void)
+{
+#ifdef HAVE_CALLGRIND
+    CALLGRIND_START_INSTRUMENTATION;
+    CALLGRIND_ZERO_STATS;
+#endif
+}
+
+static void count_stop(const char *label)
+{
+#ifdef HAVE_CALLGRIND
+    CALLGRIND_DUMP_STATS_AT(label);
+    CALLGRIND_STOP_INSTRUMENTATION;
+#else
+    (void)label;
+#endif
+}
+
 static double now_ns(void)
 {
     struct timespec ts;
@@ -52,34 +73,45 @@ static const DLPackExchangeAPI *table_of(PyObject *obj)
     return api;
 }
 
-/* exchange_loop(obj, n) -> ns for n x (managed_tensor_from_py_object_no_sync
- * + deleter), read from type(obj).__dlpack_c_exchange_api__. */
+/* A table function's failure: its exception, or one naming it. */
+static PyObject *failed(const char *what)
+{
+    if (!PyErr_Occurred())
+        PyErr_Format(PyExc_RuntimeError, "%s failed", what);
+    return NULL;
+}
+
+/* exchange_loop(obj, n[, label]) -> ns for n x
+ * (managed_tensor_from_py_object_no_sync + deleter), read from
+ * type(obj).__dlpack_c_exchange_api__; with a label, the loop is counted
+ * by callgrind as in count_loop. */
 static PyObject *exchange_loop(PyObject *self, PyObject *args)
 {
     PyObject *obj;
     Py_ssize_t n, i;
+    const char *label = NULL;
     const DLPackExchangeAPI *api;
     double t0, t1;
 
-    if (!PyArg_ParseTuple(args, "On", &obj, &n))
-        return NULL;
-    api = table_of(obj);
-    if (api == NULL)
+    if (!PyArg_ParseTuple(args, "On|s", &obj, &n, &label) ||
+        (api = table_of(obj)) == NULL)
         return NULL;
     t0 = now_ns();
+    if (label != NULL)
+        count_start();
     for (i = 0; i < n; i++) {
         DLManagedTensorVersioned *t = NULL;
 
-        if (api->managed_tensor_from_py_object_no_sync(obj, &t) != 0) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_RuntimeError, "managed_tensor_from_"
-                                "py_object_no_sync failed");
-            return NULL;
-        }
+        if (api->managed_tensor_from_py_object_no_sync(obj, &t) != 0)
+            break;
         if (t->deleter != NULL)
             t->deleter(t);
     }
+    if (label != NULL)
+        count_stop(label);
     t1 = now_ns();
+    if (i < n)
+        return failed("managed_tensor_from_py_object_no_sync");
     return PyFloat_FromDouble(t1 - t0);
 }
 
@@ -92,10 +124,8 @@ static PyObject *dltensor_loop(PyObject *self, PyObject *args)
     const DLPackExchangeAPI *api;
     double t0, t1;
 
-    if (!PyArg_ParseTuple(args, "On", &obj, &n))
-        return NULL;
-    api = table_of(obj);
-    if (api == NULL)
+    if (!PyArg_ParseTuple(args, "On", &obj, &n) ||
+        (api = table_of(obj)) == NULL)
         return NULL;
     if (api->dltensor_from_py_object_no_sync == NULL)
         Py_RETURN_NONE;
@@ -103,12 +133,8 @@ static PyObject *dltensor_loop(PyObject *self, PyObject *args)
     for (i = 0; i < n; i++) {
         DLTensor t;
 
-        if (api->dltensor_from_py_object_no_sync(obj, &t) != 0) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_RuntimeError,
-                                "dltensor_from_py_object_no_sync failed");
-            return NULL;
-        }
+        if (api->dltensor_from_py_object_no_sync(obj, &t) != 0)
+            return failed("dltensor_from_py_object_no_sync");
         __asm__ volatile("" : : "r"(&t) : "memory");
     }
     t1 = now_ns();
@@ -179,9 +205,8 @@ out:
     return res;
 }
 
-/* count_loop(f, n, label): calls f() n times with callgrind collecting, then
- * dumps the counts under label (a run with --instr-atstart=no sees nothing
- * else).  Outside callgrind, or without its header, it only calls f. */
+/* count_loop(f, n, label): calls f() n times, counted by callgrind under
+ * label. */
 static PyObject *count_loop(PyObject *self, PyObject *args)
 {
     PyObject *f;
@@ -190,10 +215,7 @@ static PyObject *count_loop(PyObject *self, PyObject *args)
 
     if (!PyArg_ParseTuple(args, "Ons", &f, &n, &label))
         return NULL;
-#ifdef HAVE_CALLGRIND
-    CALLGRIND_START_INSTRUMENTATION;
-    CALLGRIND_ZERO_STATS;
-#endif
+    count_start();
     for (i = 0; i < n; i++) {
         PyObject *r = PyObject_CallNoArgs(f);
 
@@ -201,54 +223,9 @@ static PyObject *count_loop(PyObject *self, PyObject *args)
             break;
         Py_DECREF(r);
     }
-#ifdef HAVE_CALLGRIND
-    CALLGRIND_DUMP_STATS_AT(label);
-    CALLGRIND_STOP_INSTRUMENTATION;
-#else
-    (void)label;
-#endif
+    count_stop(label);
     if (PyErr_Occurred())
         return NULL;
-    Py_RETURN_NONE;
-}
-
-/* exchange_count(obj, n, label): as count_loop, for the exchange API loop. */
-static PyObject *exchange_count(PyObject *self, PyObject *args)
-{
-    PyObject *obj;
-    Py_ssize_t n, i;
-    const char *label;
-    const DLPackExchangeAPI *api;
-
-    if (!PyArg_ParseTuple(args, "Ons", &obj, &n, &label))
-        return NULL;
-    api = table_of(obj);
-    if (api == NULL)
-        return NULL;
-#ifdef HAVE_CALLGRIND
-    CALLGRIND_START_INSTRUMENTATION;
-    CALLGRIND_ZERO_STATS;
-#endif
-    for (i = 0; i < n; i++) {
-        DLManagedTensorVersioned *t = NULL;
-
-        if (api->managed_tensor_from_py_object_no_sync(obj, &t) != 0)
-            break;
-        if (t->deleter != NULL)
-            t->deleter(t);
-    }
-#ifdef HAVE_CALLGRIND
-    CALLGRIND_DUMP_STATS_AT(label);
-    CALLGRIND_STOP_INSTRUMENTATION;
-#else
-    (void)label;
-#endif
-    if (i < n) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_RuntimeError,
-                            "managed_tensor_from_py_object_no_sync failed");
-        return NULL;
-    }
     Py_RETURN_NONE;
 }
 
@@ -266,15 +243,14 @@ static PyObject *has_table(PyObject *self, PyObject *obj)
 
 static PyMethodDef methods[] = {
     {"exchange_loop", exchange_loop, METH_VARARGS,
-     "exchange_loop(obj, n) -> ns for n tensors through the C exchange API"},
+     "exchange_loop(obj, n[, label]) -> ns for n tensors through the C "
+     "exchange API, counted by callgrind under label when given"},
     {"dltensor_loop", dltensor_loop, METH_VARARGS,
      "dltensor_loop(obj, n) -> ns for n borrowed DLTensors, or None"},
     {"dunder_loop", dunder_loop, METH_VARARGS,
      "dunder_loop(obj, n) -> ns for n __dlpack__ calls made from C"},
     {"count_loop", count_loop, METH_VARARGS,
      "count_loop(f, n, label): n calls of f, counted by callgrind"},
-    {"exchange_count", exchange_count, METH_VARARGS,
-     "exchange_count(obj, n, label): the exchange loop, counted"},
     {"has_table", has_table, METH_O,
      "has_table(obj) -> whether type(obj) has __dlpack_c_exchange_api__"},
     {NULL, NULL, 0, NULL}};

@@ -38,14 +38,14 @@ static int is_default_stream(intptr_t stream)
     return stream == CAI_STREAM_LEGACY || stream == CAI_STREAM_PER_THREAD;
 }
 
-/* Checks the producer's stream; 1 when there is something to order.
- * Reads has_stream and stream only. */
+/* Checks the producer's stream; 1 when there is something to order, 0
+ * (err cleared) when not.  Reads has_stream and stream only. */
 static int producer_needs_order(const cai_desc_t *producer, cai_error_t *err)
 {
     int rc;
 
     if (!producer->has_stream)
-        return 0;
+        return cai_ok(err);
     rc = check_stream_value(producer->stream, "producer ", err);
     if (rc != 0)
         return rc;
@@ -55,6 +55,9 @@ static int producer_needs_order(const cai_desc_t *producer, cai_error_t *err)
                         "None, 1, 2 or a cudaStream_t handle");
     return 1;
 }
+
+static int consumer_waits(const cai_fence_t *fence, intptr_t consumer_stream,
+                          cai_error_t *err);
 
 intptr_t cai_cuda_stream_from_handle(uintptr_t handle)
 {
@@ -134,8 +137,7 @@ static int synchronize(intptr_t stream, cai_error_t *err)
 int cai_fence_synchronize(const cai_fence_t *fence, cai_error_t *err)
 {
     (void)fence;
-    cai_ok(err);
-    return 0;
+    return cai_ok(err);
 }
 
 int cai_fence_release(const cai_fence_t *fence, intptr_t consumer_stream,
@@ -152,8 +154,7 @@ int cai_fence_release(const cai_fence_t *fence, intptr_t consumer_stream,
 int cai_fence_destroy(cai_fence_t *fence, cai_error_t *err)
 {
     free(fence);
-    cai_ok(err);
-    return 0;
+    return cai_ok(err);
 }
 
 #else /* HAVE_CUDA */
@@ -590,10 +591,8 @@ static int op_end(struct op *op, cai_error_t *err)
     const char *text;
     int status;
 
-    if (op->call == NULL && op->restore_call == NULL) {
-        cai_ok(err);
-        return 0;
-    }
+    if (op->call == NULL && op->restore_call == NULL)
+        return cai_ok(err);
     if (op->call == NULL) {
         op->call = op->restore_call;
         op->rc = op->restore_rc;
@@ -961,10 +960,8 @@ int cai_fence_synchronize(const cai_fence_t *fence, cai_error_t *err)
     struct op op;
     int status;
 
-    if (fence == NULL || fence->event == NULL) {
-        cai_ok(err);
-        return 0;
-    }
+    if (fence == NULL || fence->event == NULL)
+        return cai_ok(err);
     if (fence->captured)
         return cai_fail(err, CAI_EUNSUPPORTED, "stream",
                         "the producer's stream was capturing a CUDA graph "
@@ -986,16 +983,10 @@ int cai_fence_release(const cai_fence_t *fence, intptr_t consumer_stream,
     struct cai_fence back;
     const char *refusal = NULL;
     struct op op;
-    int rc = check_stream_value(consumer_stream, "consumer ", err);
+    int rc = consumer_waits(fence, consumer_stream, err);
 
-    if (rc != 0)
+    if (rc <= 0)
         return rc;
-    if (fence == NULL || consumer_stream == CAI_STREAM_NO_SYNC ||
-        (consumer_stream == fence->stream &&
-         !is_default_stream(consumer_stream))) {
-        cai_ok(err);
-        return 0;
-    }
     rc = op_begin(&op, "stream", err);
     if (rc != 0)
         return rc;
@@ -1029,10 +1020,8 @@ int cai_fence_destroy(cai_fence_t *fence, cai_error_t *err)
     struct op op;
     int status;
 
-    if (fence == NULL) {
-        cai_ok(err);
-        return 0;
-    }
+    if (fence == NULL)
+        return cai_ok(err);
     status = op_begin(&op, "stream", err);
     if (status == 0) {
         if (ctx_save(&op) == 0)
@@ -1057,8 +1046,7 @@ int cai_cuda_runtime_version(int *version, cai_error_t *err)
     if (rc != 0)
         return rc;
     *version = runtime_version;
-    cai_ok(err);
-    return 0;
+    return cai_ok(err);
 }
 
 /* The device of the current context, else the runtime's device; creates no
@@ -1212,8 +1200,7 @@ static int locate(const void *ptr, intptr_t stream, DLDevice *out,
                         "type %d, which caibridge does not know", ptr,
                         (int)a.attributes.type);
     }
-    cai_ok(err);
-    return 0;
+    return cai_ok(err);
 }
 
 int cai_cuda_locate(const void *ptr, DLDevice *out, cai_error_t *err)
@@ -1237,21 +1224,21 @@ int cai_fence_record(const cai_desc_t *producer, cai_fence_t **out,
 
     *out = NULL;
     rc = producer_needs_order(producer, err);
+    if (rc <= 0)
+        return rc;
     /* No element is read, so no write has to be waited for. */
-    if (rc > 0 && producer->ndim > 0 && producer->ndim <= CAI_MAX_NDIM &&
+    if (producer->ndim > 0 && producer->ndim <= CAI_MAX_NDIM &&
         cai_element_count(producer->ndim, producer->shape, &count) == 0 &&
         count == 0)
-        rc = 0;
-    if (rc <= 0) {
-        if (rc == 0)
-            cai_ok(err);
-        return rc;
-    }
+        return cai_ok(err);
     return record_fence(producer, out, err);
 }
 
-int cai_fence_wait(const cai_fence_t *fence, intptr_t consumer_stream,
-                   cai_error_t *err)
+/* Checks the consumer's stream; 1 when it has to wait for the fence, 0
+ * (err cleared) when not.  Defined here, where both builds have defined
+ * struct cai_fence. */
+static int consumer_waits(const cai_fence_t *fence, intptr_t consumer_stream,
+                          cai_error_t *err)
 {
     int rc = check_stream_value(consumer_stream, "consumer ", err);
 
@@ -1261,11 +1248,17 @@ int cai_fence_wait(const cai_fence_t *fence, intptr_t consumer_stream,
      * work on one stream handle is already in order. */
     if (fence == NULL || consumer_stream == CAI_STREAM_NO_SYNC ||
         (consumer_stream == fence->stream &&
-         !is_default_stream(consumer_stream))) {
-        cai_ok(err);
-        return 0;
-    }
-    return wait_fence(fence, consumer_stream, err);
+         !is_default_stream(consumer_stream)))
+        return cai_ok(err);
+    return 1;
+}
+
+int cai_fence_wait(const cai_fence_t *fence, intptr_t consumer_stream,
+                   cai_error_t *err)
+{
+    int rc = consumer_waits(fence, consumer_stream, err);
+
+    return rc <= 0 ? rc : wait_fence(fence, consumer_stream, err);
 }
 
 int cai_cuda_order(const cai_desc_t *producer, intptr_t consumer_stream,
@@ -1277,21 +1270,14 @@ int cai_cuda_order(const cai_desc_t *producer, intptr_t consumer_stream,
         return rc;
     /* CAI v3, Synchronization: no stream, no ordering; and -1 is the
      * consumer saying it orders the work itself. */
-    if (!producer->has_stream || consumer_stream == CAI_STREAM_NO_SYNC) {
-        cai_ok(err);
-        return 0;
-    }
+    if (!producer->has_stream || consumer_stream == CAI_STREAM_NO_SYNC)
+        return cai_ok(err);
     rc = producer_needs_order(producer, err);
-    if (rc <= 0) {
-        if (rc == 0)
-            cai_ok(err);
+    if (rc <= 0)
         return rc;
-    }
     /* Work on one stream is already in order. */
-    if (producer->stream == consumer_stream) {
-        cai_ok(err);
-        return 0;
-    }
+    if (producer->stream == consumer_stream)
+        return cai_ok(err);
     return order_now(producer, consumer_stream, err);
 }
 
@@ -1301,9 +1287,7 @@ int cai_cuda_stream_synchronize(intptr_t stream, cai_error_t *err)
 
     if (rc != 0)
         return rc;
-    if (stream == CAI_STREAM_NO_SYNC) {
-        cai_ok(err);
-        return 0;
-    }
+    if (stream == CAI_STREAM_NO_SYNC)
+        return cai_ok(err);
     return synchronize(stream, err);
 }

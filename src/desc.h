@@ -4,6 +4,23 @@
 
 #include "caibridge.h"
 
+/* The header of a writable, C-contiguous CAI v3 descriptor with no mask
+ * and no stream; the caller fills shape. */
+static inline void cai_desc_init(cai_desc_t *d, void *data, int ndim,
+                                 DLDataType dtype, DLDevice device)
+{
+    d->data = data;
+    d->readonly = 0;
+    d->ndim = ndim;
+    d->version = 3;
+    d->has_strides = 0;
+    d->has_mask = 0;
+    d->has_stream = 0;
+    d->stream = 0;
+    d->dtype = dtype;
+    d->device = device;
+}
+
 /* Checks desc and writes its strides in elements to elem_strides (ndim
  * entries; C-contiguous ones when desc has none). */
 int cai_desc_check(const cai_desc_t *desc, int64_t *elem_strides,

@@ -19,26 +19,23 @@ typedef struct {
     int64_t dims[];
 } legacy_block;
 
-static void versioned_deleter(DLManagedTensorVersioned *self)
+/* Frees a tensor's block, then releases its owner, which may be what
+ * frees the data. */
+static void free_block(void *block, cai_release_fn release, void *owner)
 {
-    versioned_block *b = (versioned_block *)self;
-    cai_release_fn release = b->release;
-    void *owner = self->manager_ctx;
-
-    free(b);
+    free(block);
     if (release != NULL)
         release(owner);
 }
 
+static void versioned_deleter(DLManagedTensorVersioned *self)
+{
+    free_block(self, ((versioned_block *)self)->release, self->manager_ctx);
+}
+
 static void legacy_deleter(DLManagedTensor *self)
 {
-    legacy_block *b = (legacy_block *)self;
-    cai_release_fn release = b->release;
-    void *owner = self->manager_ctx;
-
-    free(b);
-    if (release != NULL)
-        release(owner);
+    free_block(self, ((legacy_block *)self)->release, self->manager_ctx);
 }
 
 static int ndim_error(int ndim, cai_error_t *err)
@@ -227,17 +224,10 @@ int cai_desc_from_dltensor(const DLTensor *t, cai_desc_t *out,
         return rc;
     itemsize = cai_dtype_itemsize(t->dtype);
 
-    out->ndim = t->ndim;
-    out->version = 3;
-    out->readonly = 0;
-    out->has_mask = 0;
-    out->has_stream = 0;
-    out->stream = 0;
-    out->dtype = t->dtype;
-    out->device = t->device;
+    /* data once byte_offset is checked, below. */
+    cai_desc_init(out, NULL, t->ndim, t->dtype, t->device);
     for (i = 0; i < t->ndim; i++)
         out->shape[i] = t->shape[i];
-    out->has_strides = 0;
     /* A zero-size array addresses nothing: it is C-contiguous whatever its
      * strides say, so they are not converted (and cannot overflow). */
     if (t->strides != NULL && t->ndim > 0 &&
@@ -282,8 +272,7 @@ int cai_desc_from_dltensor(const DLTensor *t, cai_desc_t *out,
         if (CAI_UNLIKELY(rc != 0))
             return rc;
     }
-    cai_ok(err);
-    return 0;
+    return cai_ok(err);
 }
 
 int cai_desc_from_dlpack_versioned(const DLManagedTensorVersioned *t,

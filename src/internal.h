@@ -17,14 +17,16 @@
 int cai_fail(cai_error_t *err, int status, const char *field, const char *fmt,
              ...) CAI_PRINTF(4, 5);
 
-/* Clears err for a successful call. */
-static inline void cai_ok(cai_error_t *err)
+/* Clears err for a successful call; returns 0 so callers can write
+ * "return cai_ok(err)". */
+static inline int cai_ok(cai_error_t *err)
 {
     if (err != NULL) {
         err->status = 0;
         err->field[0] = '\0';
         err->message[0] = '\0';
     }
+    return 0;
 }
 
 /* Name of a DLPack type for messages ("bfloat16", "float8_e4m3fn"). */

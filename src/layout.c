@@ -148,8 +148,7 @@ int cai_layout_extent(int ndim, const int64_t *shape,
         /* Nothing is addressed: the empty range at the offset, so that a
          * bounds check still sees an offset past the end. */
         *lo = *hi = byte_offset;
-        cai_ok(err);
-        return 0;
+        return cai_ok(err);
     }
     if (strides_bytes == NULL) {
         if (__builtin_mul_overflow(count, itemsize, &above))
@@ -174,6 +173,5 @@ int cai_layout_extent(int ndim, const int64_t *shape,
                         "64 bits", (long long)byte_offset);
     *lo = below;
     *hi = above;
-    cai_ok(err);
-    return 0;
+    return cai_ok(err);
 }

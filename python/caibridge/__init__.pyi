@@ -1,5 +1,5 @@
 import enum
-from typing import Any, Protocol, Tuple, TypeVar, Union, final
+from typing import Any, Protocol, Tuple, TypeVar, Union, final, type_check_only
 
 from typing_extensions import CapsuleType
 
@@ -61,13 +61,10 @@ kDLCUDAManaged: DeviceType
 
 class CUDAError(BufferError): ...
 
-@final
-class DLPackView:
-    """A DLPack producer for a CAI / array-interface object (see as_dlpack)."""
-
+# What both views have: DLPack producers publishing the C exchange API.
+@type_check_only
+class _Producer:
     __dlpack_c_exchange_api__: CapsuleType
-    @property
-    def obj(self) -> Any: ...
     def __dlpack__(
         self,
         *,
@@ -79,24 +76,21 @@ class DLPackView:
     def __dlpack_device__(self) -> _Device: ...
 
 @final
-class CAIView:
+class DLPackView(_Producer):
+    """A DLPack producer for a CAI / array-interface object (see as_dlpack)."""
+
+    @property
+    def obj(self) -> Any: ...
+
+@final
+class CAIView(_Producer):
     """Owns a DLPack tensor; describes it as an array interface and
     re-exports it as a DLPack producer."""
 
-    __dlpack_c_exchange_api__: CapsuleType
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]: ...
     @property
     def __array_interface__(self) -> dict[str, Any]: ...
-    def __dlpack__(
-        self,
-        *,
-        stream: _Stream = None,
-        max_version: Tuple[int, int] | None = None,
-        dl_device: _Device | None = None,
-        copy: bool | None = None,
-    ) -> CapsuleType: ...
-    def __dlpack_device__(self) -> _Device: ...
 
 def as_dlpack(
     obj: Any,

@@ -54,20 +54,11 @@ static PyObject *patched_dlpack(PyObject *self, PyObject *const *args,
                                 size_t nargsf, PyObject *kwnames)
 {
     cai_state *st = method_state(self);
-    PyObject *values[4] = {NULL, NULL, NULL, NULL};
     cai_request_t req;
 
     if (method_self(self, nargsf, 0) != 0 ||
-        match_keywords("__dlpack__", args + 1, kwnames, st->kw_dlpack,
-                       values, 4) != 0)
+        dlpack_request(st, args + 1, kwnames, &req) != 0)
         return NULL;
-    if ((req.versioned = wants_versioned(values[1])) < 0 ||
-        (req.copy = read_copy(values[3])) < 0)
-        return NULL;
-    req.stream = values[0];
-    req.dl_device = values[2];
-    req.sync = 1;
-    req.readonly_legacy_ok = 0;
     return object_export(st, args[0], NULL, &req);
 }
 
@@ -210,10 +201,32 @@ static PyObject *method_new(cai_state *st, PyObject *module,
 /* ------------------------------------------------------------------ */
 /* Patching a class                                                    */
 
-/* Refuses what is not a class, and classes whose attributes are fixed:
- * built-in and static extension types, and immutable heap types. */
+/* The class's own entry for name, when it is one that is not ours. */
+static int check_not_defined(PyObject *cls, PyObject *name,
+                             int (*ours)(PyObject *), const char *fname)
+{
+    PyObject *own;
+    int found = cai_dict_get_ref(((PyTypeObject *)cls)->tp_dict, name, &own);
+
+    if (found <= 0)
+        return found;
+    found = ours(own);
+    Py_DECREF(own);
+    if (found)
+        return 0;
+    PyErr_Format(PyExc_TypeError,
+                 "%s(): %.100s already defines %U; caibridge does not "
+                 "replace it", fname, ((PyTypeObject *)cls)->tp_name, name);
+    return -1;
+}
+
+/* Refuses what is not a class, classes whose attributes are fixed
+ * (built-in and static extension types, immutable heap types), and classes
+ * that define either of the two names fname adds with something not
+ * ours. */
 static int check_patchable(PyObject *cls, const char *fname,
-                           const char *alternative)
+                           const char *alternative, PyObject *name1,
+                           PyObject *name2, int (*ours)(PyObject *))
 {
     PyTypeObject *type;
 
@@ -232,26 +245,10 @@ static int check_patchable(PyObject *cls, const char *fname,
                      "instead", fname, type->tp_name, alternative);
         return -1;
     }
+    if (check_not_defined(cls, name1, ours, fname) != 0 ||
+        check_not_defined(cls, name2, ours, fname) != 0)
+        return -1;
     return 0;
-}
-
-/* The class's own entry for name, when it is one that is not ours. */
-static int check_not_defined(PyObject *cls, PyObject *name,
-                             int (*ours)(PyObject *), const char *fname)
-{
-    PyObject *own;
-    int found = cai_dict_get_ref(((PyTypeObject *)cls)->tp_dict, name, &own);
-
-    if (found <= 0)
-        return found;
-    found = ours(own);
-    Py_DECREF(own);
-    if (found)
-        return 0;
-    PyErr_Format(PyExc_TypeError,
-                 "%s(): %.100s already defines %U; caibridge does not "
-                 "replace it", fname, ((PyTypeObject *)cls)->tp_name, name);
-    return -1;
 }
 
 /* Our exchange API capsule: its context is the module (a strong
@@ -300,11 +297,9 @@ PyObject *add_dlpack(PyObject *module, PyObject *cls)
     PyObject *capsule;
     int publish;
 
-    if (check_patchable(cls, "add_dlpack", "caibridge.as_dlpack(obj)") != 0 ||
-        check_not_defined(cls, st->name[N_DLPACK], is_bridge_method,
-                          "add_dlpack") != 0 ||
-        check_not_defined(cls, st->name[N_DLPACK_DEVICE], is_bridge_method,
-                          "add_dlpack") != 0)
+    if (check_patchable(cls, "add_dlpack", "caibridge.as_dlpack(obj)",
+                        st->name[N_DLPACK], st->name[N_DLPACK_DEVICE],
+                        is_bridge_method) != 0)
         return NULL;
     if (set_new(cls, st->name[N_DLPACK],
                 method_new(st, module, patched_dlpack, "__dlpack__",
@@ -458,11 +453,8 @@ PyObject *add_array_interface(PyObject *module, PyObject *cls)
     cai_state *st = PyModule_GetState(module);
 
     if (check_patchable(cls, "add_array_interface",
-                        "caibridge.from_dlpack(obj)") != 0 ||
-        check_not_defined(cls, st->name[N_CAI], is_bridge_property,
-                          "add_array_interface") != 0 ||
-        check_not_defined(cls, st->name[N_AI], is_bridge_property,
-                          "add_array_interface") != 0)
+                        "caibridge.from_dlpack(obj)", st->name[N_CAI],
+                        st->name[N_AI], is_bridge_property) != 0)
         return NULL;
     if (set_new(cls, st->name[N_CAI], property_new(module, &get_cai_def))
             != 0 ||

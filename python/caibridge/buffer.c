@@ -128,6 +128,7 @@ unsupported:
 
 int describe_buffer(PyObject *obj, cai_desc_t *d, PyObject **keep)
 {
+    static const DLDevice host = {kDLCPU, 0};
     PyObject *view;
     Py_buffer *b;
     int i;
@@ -152,16 +153,8 @@ int describe_buffer(PyObject *obj, cai_desc_t *d, PyObject **keep)
                         "e.g. with bytes() or memoryview.tobytes())");
         goto fail;
     }
-    d->data = b->buf;
+    cai_desc_init(d, b->buf, b->ndim, d->dtype, host);
     d->readonly = b->readonly != 0;
-    d->ndim = b->ndim;
-    d->version = 3;
-    d->has_strides = 0;
-    d->has_mask = 0;
-    d->has_stream = 0;
-    d->stream = 0;
-    d->device.device_type = kDLCPU;
-    d->device.device_id = 0;
     if (b->ndim == 1 && b->shape == NULL)
         d->shape[0] = b->len / b->itemsize;
     else

@@ -296,6 +296,25 @@ typedef struct {
 } cai_request_t;
 
 int request_prepare(cai_state *st, cai_desc_t *d, const cai_request_t *req);
+
+/* A __dlpack__ call's keywords (stream, max_version, dl_device, copy) as a
+ * request that orders streams and refuses read-only legacy exports. */
+static inline int dlpack_request(cai_state *st, PyObject *const *kwvalues,
+                                 PyObject *kwnames, cai_request_t *req)
+{
+    PyObject *values[4] = {NULL, NULL, NULL, NULL};
+
+    if (match_keywords("__dlpack__", kwvalues, kwnames, st->kw_dlpack,
+                       values, 4) != 0 ||
+        (req->versioned = wants_versioned(values[1])) < 0 ||
+        (req->copy = read_copy(values[3])) < 0)
+        return -1;
+    req->stream = values[0];
+    req->dl_device = values[2];
+    req->sync = 1;
+    req->readonly_legacy_ok = 0;
+    return 0;
+}
 PyObject *object_export(cai_state *st, PyObject *obj, PyObject *device,
                         const cai_request_t *req);
 int object_tensor(cai_state *st, PyObject *obj, void **out);
@@ -465,6 +484,22 @@ extern PyType_Spec caiview_spec;
 extern const char from_dlpack_doc[];
 PyObject *caiview_new(cai_state *st, void *tensor, int versioned,
                       PyObject *stream, int readonly);
+/* caiview_new for a versioned, writable tensor, taking stream (a new
+ * reference); a NULL stream, a failure to make it, deletes the tensor. */
+static inline PyObject *caiview_taking_stream(cai_state *st,
+                                              DLManagedTensorVersioned *t,
+                                              PyObject *stream)
+{
+    PyObject *view;
+
+    if (stream == NULL) {
+        t->deleter(t);
+        return NULL;
+    }
+    view = caiview_new(st, t, 1, stream, 0);
+    Py_DECREF(stream);
+    return view;
+}
 PyObject *from_dlpack(PyObject *module, PyObject *const *args,
                       Py_ssize_t nargs, PyObject *kwnames);
 void caiview_dealloc(PyObject *self);

@@ -272,22 +272,13 @@ static PyObject *caiview_dlpack(PyObject *self, PyTypeObject *defining_class,
 {
     CAIViewObject *v = (CAIViewObject *)self;
     cai_state *st = type_state(defining_class);
-    PyObject *values[4] = {NULL, NULL, NULL, NULL};
     cai_request_t req;
     cai_desc_t d;
     void *tensor;
 
     if (check_positional("__dlpack__", nargs, 0) != 0 ||
-        match_keywords("__dlpack__", args + nargs, kwnames, st->kw_dlpack,
-                       values, 4) != 0)
+        dlpack_request(st, args + nargs, kwnames, &req) != 0)
         return NULL;
-    if ((req.versioned = wants_versioned(values[1])) < 0 ||
-        (req.copy = read_copy(values[3])) < 0)
-        return NULL;
-    req.stream = values[0];
-    req.dl_device = values[2];
-    req.sync = 1;
-    req.readonly_legacy_ok = 0;
     if (caiview_desc(st, v, &d) != 0 || request_prepare(st, &d, &req) != 0)
         return NULL;
     if (req.copy)
@@ -426,7 +417,7 @@ static PyObject *from_view(cai_state *st, DLPackViewObject *v, int given,
     DLManagedTensorVersioned *t;
     cai_error_t err;
     void *tensor;
-    PyObject *stream_obj, *result;
+    PyObject *stream_obj;
 
     view_to_header(v, &d);
     if (check_stream_value(&d, given, s, &consumer) != 0 ||
@@ -442,13 +433,7 @@ static PyObject *from_view(cai_state *st, DLPackViewObject *v, int given,
         stream_obj = PyLong_FromSsize_t((Py_ssize_t)v->stream);
     else
         stream_obj = reported_stream(given, s);
-    if (stream_obj == NULL) {
-        t->deleter(t);
-        return NULL;
-    }
-    result = caiview_new(st, t, 1, stream_obj, 0);
-    Py_DECREF(stream_obj);
-    return result;
+    return caiview_taking_stream(st, t, stream_obj);
 }
 
 /* Calls x.__dlpack__(stream=..., max_version=(1, 3)), with copy=False

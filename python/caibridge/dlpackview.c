@@ -179,16 +179,7 @@ void contiguous_desc(cai_desc_t *c, void *data, int ndim,
 {
     int i;
 
-    c->data = data;
-    c->readonly = 0;
-    c->ndim = ndim;
-    c->version = 3;
-    c->has_strides = 0;
-    c->has_mask = 0;
-    c->has_stream = 0;
-    c->stream = 0;
-    c->dtype = dtype;
-    c->device = device;
+    cai_desc_init(c, data, ndim, dtype, device);
     for (i = 0; i < ndim; i++)
         c->shape[i] = shape[i];
 }

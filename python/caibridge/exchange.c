@@ -327,7 +327,7 @@ static PyObject *from_table(cai_state *st, PyObject *x,
                             const DLPackExchangeAPI *api, int given)
 {
     DLManagedTensorVersioned *t = NULL;
-    PyObject *stream_obj, *result;
+    PyObject *stream_obj;
     void *work = NULL;
 
     if (api->managed_tensor_from_py_object_no_sync(x, &t) != 0) {
@@ -353,13 +353,7 @@ static PyObject *from_table(cai_state *st, PyObject *x,
     } else {
         stream_obj = Py_NewRef(Py_None);
     }
-    if (stream_obj == NULL) {
-        t->deleter(t);
-        return NULL;
-    }
-    result = caiview_new(st, t, 1, stream_obj, 0);
-    Py_DECREF(stream_obj);
-    return result;
+    return caiview_taking_stream(st, t, stream_obj);
 }
 
 /*
