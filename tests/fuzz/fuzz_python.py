@@ -370,7 +370,9 @@ def exercise_exchange(fdp):
             # size that fits in 64 bits stays small; one that overflows is
             # kept, to be refused.
             n = elements(proto.shape[i] for i in range(proto.ndim))
-            if n is not None and 2**16 < n * 16 < 2**63:
+            size = (proto.dtype.bits * proto.dtype.lanes + 7) // 8
+            if n is not None and 2**16 < n * max(size, 16) and \
+                    n * size < 2**63:
                 for i in range(proto.ndim):
                     proto.shape[i] = min(proto.shape[i], 1)
         out = ctypes.c_void_p()
