@@ -6,11 +6,17 @@ CAI_CORE_SOURCES = \
 	src/layout.c \
 	src/desc.c \
 	src/dlpack.c \
-	src/cuda.c
+	src/stream.c \
+	src/cuda-runtime.c \
+	src/cuda-errors.c \
+	src/cuda-context.c \
+	src/cuda-locate.c \
+	src/cuda-fence.c \
+	src/cuda-none.c
 
 noinst_LTLIBRARIES += src/libcaibridge-core.la
 src_libcaibridge_core_la_SOURCES = $(CAI_CORE_SOURCES) \
-	src/internal.h src/desc.h
+	src/internal.h src/desc.h src/cuda-internal.h
 src_libcaibridge_core_la_CPPFLAGS = $(AM_CPPFLAGS) -DCAIBRIDGE_BUILDING \
 	$(CUDA_CPPFLAGS)
 src_libcaibridge_core_la_CFLAGS = $(AM_CFLAGS) $(CAI_VISIBILITY_CFLAGS)

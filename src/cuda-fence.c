@@ -1,0 +1,286 @@
+/*
+ * Fences: an event recorded on the producer's stream, waited on by the
+ * consumer's stream or by the host, and the reverse edge at release.
+ */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda-internal.h"
+
+#ifdef HAVE_CUDA
+
+static int capture_state(struct op *op, intptr_t stream,
+                         enum cudaStreamCaptureStatus *state)
+{
+    *state = cudaStreamCaptureStatusNone;
+    return cai_op_failed(op, "cudaStreamIsCapturing",
+                     cai_rt.stream_is_capturing(cai_stream_handle(stream),
+                                                 state))
+               ? -1
+               : 0;
+}
+
+/* Records an event on stream into fence (zeroed by the caller) within op;
+ * fence->event stays NULL when there is nothing to wait for. */
+static int record_in(struct op *op, intptr_t stream, DLDevice device,
+                     struct cai_fence *fence)
+{
+    enum cudaStreamCaptureStatus state;
+    int none = 0;
+
+    fence->stream = stream;
+    fence->device = device;
+    fence->thread = pthread_self();
+    /* The event must be made in the stream's own context. */
+    if (cai_enter_stream_context(op, stream, device, NULL, 1, &none) != 0)
+        return -1;
+    if (none || capture_state(op, stream, &state) != 0)
+        return none ? 0 : -1;
+    fence->captured = state != cudaStreamCaptureStatusNone;
+    fence->context = op->now;
+    fence->have_context = op->have_saved;
+    if (cai_op_failed(op, "cudaEventCreateWithFlags",
+                  cai_rt.event_create_with_flags(&fence->event,
+                                                  cudaEventDisableTiming)))
+        return -1;
+    if (cai_op_failed(op, "cudaEventRecord",
+                  cai_rt.event_record(fence->event, cai_stream_handle(stream)))) {
+        cai_rt.event_destroy(fence->event);
+        fence->event = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+
+/* Makes stream wait on fence within op; known: the context of a default
+ * stream.  *refusal says why nothing was queued, if so. */
+static int wait_in(struct op *op, const cai_fence_t *fence, intptr_t stream,
+                   const CUcontext *known, const char **refusal)
+{
+    enum cudaStreamCaptureStatus state;
+    unsigned flags = 0;
+    int none = 0;
+
+    *refusal = NULL;
+    if (fence->event == NULL)
+        return 0;
+    if (cai_enter_stream_context(op, stream, fence->device, known, 0, &none) != 0)
+        return -1;
+    if (none) {
+        /* A default stream of a thread with no context: its work will
+         * start later in a context that does not exist yet, so the host
+         * waits now instead. */
+        if (cai_enter_fence_context(op, fence) != 0)
+            return -1;
+        return cai_op_failed(op, "cudaEventSynchronize",
+                         cai_rt.event_synchronize(fence->event))
+                   ? -1
+                   : 0;
+    }
+    if (capture_state(op, stream, &state) != 0)
+        return -1;
+    if (state == cudaStreamCaptureStatusInvalidated) {
+        *refusal = "its graph capture is already invalidated";
+    } else if (fence->captured && state == cudaStreamCaptureStatusNone) {
+        *refusal = "the other side's work was queued inside a CUDA graph "
+                   "capture, so it runs only when the graph is launched; "
+                   "hand over after the capture ends";
+    } else if (!fence->captured && state != cudaStreamCaptureStatusNone) {
+        /* Waiting on work outside the capture: an external event node
+         * keeps the capture valid. */
+        if (cai_rt_version < EXTERNAL_WAIT_RUNTIME)
+            *refusal = "it is capturing a CUDA graph and this runtime has no "
+                       "cudaEventWaitExternal";
+        flags = cudaEventWaitExternal;
+    }
+    if (*refusal != NULL)
+        return 0;
+    return cai_op_failed(op, "cudaStreamWaitEvent",
+                     cai_rt.stream_wait_event(cai_stream_handle(stream),
+                                               fence->event, flags))
+               ? -1
+               : 0;
+}
+
+static void destroy_in(struct op *op, struct cai_fence *fence)
+{
+    if (fence->event == NULL)
+        return;
+    if (cai_enter_fence_context(op, fence) == 0)
+        cai_op_failed(op, "cudaEventDestroy",
+                  cai_rt.event_destroy(fence->event));
+    fence->event = NULL;
+}
+
+/* Ends op: restores the context, reports, and turns a refusal into
+ * CAI_EUNSUPPORTED. */
+static int op_finish(struct op *op, const char *whose, const char *refusal,
+                     cai_error_t *err)
+{
+    int status;
+
+    cai_ctx_restore(op);
+    status = cai_op_end(op, err);
+    if (status == 0 && refusal != NULL)
+        return cai_fail(err, CAI_EUNSUPPORTED, "stream",
+                        "cannot order the %s stream: %s; nothing was queued",
+                        whose, refusal);
+    return status;
+}
+
+int cai_record_fence(const cai_desc_t *producer, cai_fence_t **out,
+                        cai_error_t *err)
+{
+    struct cai_fence *fence;
+    struct op op;
+    int status;
+
+    status = cai_op_begin(&op, "stream", err);
+    if (status != 0)
+        return status;
+    fence = calloc(1, sizeof *fence);
+    if (fence == NULL)
+        return cai_fail(err, CAI_ENOMEM, "stream", "no memory for a fence");
+    if (cai_ctx_save(&op) == 0)
+        record_in(&op, producer->stream, producer->device, fence);
+    cai_ctx_restore(&op);
+    if (op.call != NULL || op.restore_call != NULL)
+        destroy_in(&op, fence);
+    status = cai_op_end(&op, err);
+    if (status != 0 || fence->event == NULL) {
+        free(fence);
+        return status;
+    }
+    *out = fence;
+    return 0;
+}
+
+int cai_wait_fence(const cai_fence_t *fence, intptr_t consumer,
+                      cai_error_t *err)
+{
+    const char *refusal = NULL;
+    struct op op;
+    int status = cai_op_begin(&op, "stream", err);
+
+    if (status != 0)
+        return status;
+    if (cai_ctx_save(&op) == 0)
+        wait_in(&op, fence, consumer, NULL, &refusal);
+    return op_finish(&op, "consumer's", refusal, err);
+}
+
+/* cai_cuda_order in one operation: one context save and restore. */
+int cai_order_now(const cai_desc_t *producer, intptr_t consumer,
+                     cai_error_t *err)
+{
+    struct cai_fence fence;
+    const char *refusal = NULL;
+    struct op op;
+    int status = cai_op_begin(&op, "stream", err);
+
+    if (status != 0)
+        return status;
+    memset(&fence, 0, sizeof fence);
+    if (cai_ctx_save(&op) == 0 &&
+        record_in(&op, producer->stream, producer->device, &fence) == 0)
+        wait_in(&op, &fence, consumer, NULL, &refusal);
+    /* Safe right after the wait is queued: the runtime frees the event
+     * once it has completed. */
+    destroy_in(&op, &fence);
+    return op_finish(&op, "consumer's", refusal, err);
+}
+
+int cai_synchronize(intptr_t stream, cai_error_t *err)
+{
+    struct op op;
+    int status = cai_op_begin(&op, "stream", err);
+
+    if (status != 0)
+        return status;
+    cai_op_failed(&op, "cudaStreamSynchronize",
+              cai_rt.stream_synchronize(cai_stream_handle(stream)));
+    return cai_op_end(&op, err);
+}
+
+int cai_fence_synchronize(const cai_fence_t *fence, cai_error_t *err)
+{
+    struct op op;
+    int status;
+
+    if (fence == NULL || fence->event == NULL)
+        return cai_ok(err);
+    if (fence->captured)
+        return cai_fail(err, CAI_EUNSUPPORTED, "stream",
+                        "the producer's stream was capturing a CUDA graph "
+                        "when the fence was recorded: its work runs only "
+                        "when the graph is launched, so the host cannot "
+                        "wait for it");
+    status = cai_op_begin(&op, "stream", err);
+    if (status != 0)
+        return status;
+    if (cai_ctx_save(&op) == 0 && cai_enter_fence_context(&op, fence) == 0)
+        cai_op_failed(&op, "cudaEventSynchronize",
+                  cai_rt.event_synchronize(fence->event));
+    return op_finish(&op, "producer's", NULL, err);
+}
+
+int cai_fence_release(const cai_fence_t *fence, intptr_t consumer_stream,
+                      cai_error_t *err)
+{
+    struct cai_fence back;
+    const char *refusal = NULL;
+    struct op op;
+    int rc = cai_consumer_waits(fence, consumer_stream, err);
+
+    if (rc <= 0)
+        return rc;
+    rc = cai_op_begin(&op, "stream", err);
+    if (rc != 0)
+        return rc;
+    memset(&back, 0, sizeof back);
+    if (cai_ctx_save(&op) == 0 &&
+        record_in(&op, consumer_stream, fence->device, &back) == 0 &&
+        back.event != NULL) {
+        if (fence->stream == CAI_STREAM_PER_THREAD &&
+            !pthread_equal(fence->thread, pthread_self())) {
+            /* Another thread's per-thread stream has no handle here: the
+             * host waits for the consumer instead. */
+            if (back.captured)
+                refusal = "the consumer's stream is capturing a CUDA graph "
+                          "and the producer's per-thread stream belongs to "
+                          "another thread";
+            else
+                cai_op_failed(&op, "cudaEventSynchronize",
+                          cai_rt.event_synchronize(back.event));
+        } else {
+            /* The producer's default streams are those of its context. */
+            wait_in(&op, &back, fence->stream,
+                    fence->have_context ? &fence->context : NULL, &refusal);
+        }
+    }
+    destroy_in(&op, &back);
+    return op_finish(&op, "producer's", refusal, err);
+}
+
+int cai_fence_destroy(cai_fence_t *fence, cai_error_t *err)
+{
+    struct op op;
+    int status;
+
+    if (fence == NULL)
+        return cai_ok(err);
+    status = cai_op_begin(&op, "stream", err);
+    if (status == 0) {
+        if (cai_ctx_save(&op) == 0)
+            destroy_in(&op, fence);
+        status = op_finish(&op, "", NULL, err);
+    }
+    free(fence);
+    return status;
+}
+
+#endif /* HAVE_CUDA */

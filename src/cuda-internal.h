@@ -1,0 +1,152 @@
+/* Private to the library's CUDA files: the bound runtime and driver, one
+ * operation's bookkeeping, contexts, and the fence. */
+#ifndef CAIBRIDGE_CUDA_INTERNAL_H
+#define CAIBRIDGE_CUDA_INTERNAL_H
+
+#include "internal.h"
+
+static inline int cai_is_default_stream(intptr_t stream)
+{
+    return stream == CAI_STREAM_LEGACY || stream == CAI_STREAM_PER_THREAD;
+}
+
+/* stream.c: argument checks both builds share. */
+int cai_check_stream_value(intptr_t stream, const char *whose,
+                           cai_error_t *err);
+int cai_consumer_waits(const cai_fence_t *fence, intptr_t consumer_stream,
+                       cai_error_t *err);
+
+/* cuda-fence.c, or cuda-none.c in a build without CUDA. */
+int cai_record_fence(const cai_desc_t *producer, cai_fence_t **out,
+                     cai_error_t *err);
+int cai_wait_fence(const cai_fence_t *fence, intptr_t consumer,
+                   cai_error_t *err);
+int cai_order_now(const cai_desc_t *producer, intptr_t consumer,
+                  cai_error_t *err);
+int cai_synchronize(intptr_t stream, cai_error_t *err);
+
+#ifdef HAVE_CUDA
+
+#include <pthread.h>
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+/* Pointer attributes changed layout in CUDA 11.0 (memoryType and isManaged
+ * were removed), so older runtimes would be misread. */
+#define OLDEST_RUNTIME 11000
+/* cudaEventWaitExternal, for waits inside a graph capture. */
+#define EXTERNAL_WAIT_RUNTIME 11010
+
+/* The runtime's entry points.  cudaSetDevice makes the data's device
+ * current for the default streams 1 and 2 (the caller's context is put
+ * back with the driver).  cudaGetLastError clears an error caibridge
+ * caused and reported; cudaPeekAtLastError first tells whether one was
+ * already pending, which is then left alone.  cudaDriverGetVersion tells
+ * "no driver" from "driver too old". */
+struct cudart {
+    cudaError_t(CUDARTAPI *pointer_get_attributes)(
+        struct cudaPointerAttributes *, const void *);
+    cudaError_t(CUDARTAPI *get_device)(int *);
+    cudaError_t(CUDARTAPI *set_device)(int);
+    cudaError_t(CUDARTAPI *device_get_attribute)(int *, enum cudaDeviceAttr,
+                                                 int);
+    cudaError_t(CUDARTAPI *event_create_with_flags)(cudaEvent_t *, unsigned);
+    cudaError_t(CUDARTAPI *event_record)(cudaEvent_t, cudaStream_t);
+    cudaError_t(CUDARTAPI *stream_wait_event)(cudaStream_t, cudaEvent_t,
+                                              unsigned);
+    cudaError_t(CUDARTAPI *event_synchronize)(cudaEvent_t);
+    cudaError_t(CUDARTAPI *event_destroy)(cudaEvent_t);
+    cudaError_t(CUDARTAPI *stream_synchronize)(cudaStream_t);
+    cudaError_t(CUDARTAPI *stream_is_capturing)(
+        cudaStream_t, enum cudaStreamCaptureStatus *);
+    const char *(CUDARTAPI *get_error_string)(cudaError_t);
+    cudaError_t(CUDARTAPI *runtime_get_version)(int *);
+    cudaError_t(CUDARTAPI *driver_get_version)(int *);
+    cudaError_t(CUDARTAPI *get_last_error)(void);
+    cudaError_t(CUDARTAPI *peek_at_last_error)(void);
+};
+
+/* The driver's entry points: the exact current context (NULL included) is
+ * saved and put back, and a stream's own context found, which the runtime
+ * cannot do without side effects. */
+struct cudriver {
+    CUresult(CUDAAPI *init)(unsigned);
+    CUresult(CUDAAPI *ctx_get_current)(CUcontext *);
+    CUresult(CUDAAPI *ctx_set_current)(CUcontext);
+    CUresult(CUDAAPI *ctx_get_device)(CUdevice *);
+    CUresult(CUDAAPI *stream_get_ctx)(CUstream, CUcontext *);
+    CUresult(CUDAAPI *pointer_get_attribute)(void *, CUpointer_attribute,
+                                             CUdeviceptr);
+};
+
+/* cuda-runtime.c: written once under pthread_once, read-only afterwards. */
+extern struct cudart cai_rt;
+extern struct cudriver cai_drv; /* all NULL: no driver, so no context */
+extern int cai_rt_version;
+/* Set in a child forked after the runtime was loaded. */
+extern volatile int cai_forked_after_load;
+
+int cai_runtime_ready(const char *field, cai_error_t *err);
+int cai_have_driver(void);
+
+/*
+ * One caibridge operation: its first failed call, a failed restore of the
+ * caller's context, and the error that was pending before it started.
+ */
+struct op {
+    const char *field;
+    const char *call;
+    int rc;
+    const char *restore_call;
+    int restore_rc;
+    cudaError_t pending;
+    CUcontext saved; /* the caller's context */
+    CUcontext now;   /* the one current now */
+    int have_saved, switched;
+    /* Without a driver (so without contexts to put back): the device. */
+    int device_before, device_switched;
+};
+
+/* cuda-errors.c */
+int cai_op_begin(struct op *op, const char *field, cai_error_t *err);
+int cai_op_failed(struct op *op, const char *call, int rc);
+int cai_op_end(struct op *op, cai_error_t *err);
+
+/* cuda-context.c */
+int cai_ctx_save(struct op *op);
+int cai_ctx_switch(struct op *op, CUcontext target);
+void cai_ctx_restore(struct op *op);
+int cai_enter_stream_context(struct op *op, intptr_t stream, DLDevice device,
+                             const CUcontext *known, int required, int *none);
+int cai_enter_fence_context(struct op *op, const cai_fence_t *fence);
+int cai_current_device(struct op *op, int *device);
+
+/* Stream values 1 and 2 are the runtime's own handles cudaStreamLegacy and
+ * cudaStreamPerThread, so they pass through unchanged; 0 never gets here. */
+static inline cudaStream_t cai_stream_handle(intptr_t stream)
+{
+    return (cudaStream_t)stream;
+}
+
+/* A recorded event and what is needed to wait on it and release it. */
+struct cai_fence {
+    cudaEvent_t event;
+    intptr_t stream;    /* where it was recorded */
+    DLDevice device;    /* the data's */
+    CUcontext context;  /* the event's */
+    int have_context;
+    int captured;       /* recorded inside a graph capture */
+    pthread_t thread;   /* the recording thread, for stream 2 */
+};
+
+#else /* !HAVE_CUDA */
+
+/* Never made without CUDA; declared so the API links. */
+struct cai_fence {
+    intptr_t stream;
+};
+
+#endif /* HAVE_CUDA */
+
+#endif

@@ -1,0 +1,102 @@
+/*
+ * The CUDA entry points of a build without CUDA: every one says so.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+
+#include "cuda-internal.h"
+
+#ifndef HAVE_CUDA
+
+static int no_cuda(const char *field, cai_error_t *err)
+{
+    return cai_fail(err, CAI_ENOCUDA, field,
+                    "caibridge was built without CUDA support "
+                    "(configured --without-cuda or without the CUDA "
+                    "toolkit headers)");
+}
+
+
+int cai_cuda_built(void)
+{
+    return 0;
+}
+
+int cai_cuda_runtime_version(int *version, cai_error_t *err)
+{
+    *version = 0;
+    return no_cuda("", err);
+}
+
+int cai_cuda_locate(const void *ptr, DLDevice *out, cai_error_t *err)
+{
+    (void)ptr;
+    out->device_type = (DLDeviceType)0;
+    out->device_id = 0;
+    return no_cuda("data", err);
+}
+
+int cai_cuda_locate_desc(const cai_desc_t *desc, DLDevice *out,
+                         cai_error_t *err)
+{
+    return cai_cuda_locate(desc->data, out, err);
+}
+
+int cai_record_fence(const cai_desc_t *producer, cai_fence_t **out,
+                        cai_error_t *err)
+{
+    (void)producer;
+    *out = NULL;
+    return no_cuda("stream", err);
+}
+
+int cai_wait_fence(const cai_fence_t *fence, intptr_t consumer,
+                      cai_error_t *err)
+{
+    (void)fence;
+    (void)consumer;
+    return no_cuda("stream", err);
+}
+
+int cai_order_now(const cai_desc_t *producer, intptr_t consumer,
+                     cai_error_t *err)
+{
+    (void)producer;
+    (void)consumer;
+    return no_cuda("stream", err);
+}
+
+int cai_synchronize(intptr_t stream, cai_error_t *err)
+{
+    (void)stream;
+    return no_cuda("stream", err);
+}
+
+int cai_fence_synchronize(const cai_fence_t *fence, cai_error_t *err)
+{
+    (void)fence;
+    return cai_ok(err);
+}
+
+int cai_fence_release(const cai_fence_t *fence, intptr_t consumer_stream,
+                      cai_error_t *err)
+{
+    int rc = cai_check_stream_value(consumer_stream, "consumer ", err);
+
+    (void)fence; /* never made without CUDA */
+    if (rc == 0)
+        cai_ok(err);
+    return rc;
+}
+
+int cai_fence_destroy(cai_fence_t *fence, cai_error_t *err)
+{
+    free(fence);
+    return cai_ok(err);
+}
+
+#else
+/* ISO C wants at least one declaration in a file. */
+typedef int cai_cuda_none_unused;
+#endif

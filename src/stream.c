@@ -1,0 +1,129 @@
+/*
+ * Stream-ordered hand-over: the checks of stream values and the entry
+ * points, the same with and without CUDA.  The CUDA work itself is in
+ * cuda-fence.c (cuda-none.c when built without CUDA).
+ */
+#include "config.h"
+
+#include <stdlib.h>
+
+#include "cuda-internal.h"
+
+/* Stream arguments shared by both builds: they need no CUDA to check. */
+int cai_check_stream_value(intptr_t stream, const char *whose,
+                              cai_error_t *err)
+{
+    if (stream == 0)
+        return cai_fail(err, CAI_EINVAL, "stream",
+                        "%sstream = 0 is disallowed by DLPack and CAI v3 "
+                        "(ambiguous between the legacy and per-thread "
+                        "default streams); use 1 (legacy), 2 (per-thread) "
+                        "or a stream handle", whose);
+    if (stream < CAI_STREAM_NO_SYNC)
+        return cai_fail(err, CAI_EINVAL, "stream",
+                        "%sstream = %lld is not a stream: -1 means no "
+                        "synchronization, 1 and 2 the default streams, "
+                        "other values are cudaStream_t handles",
+                        whose, (long long)stream);
+    return 0;
+}
+
+/* Checks the producer's stream; 1 when there is something to order, 0
+ * (err cleared) when not.  Reads has_stream and stream only. */
+static int producer_needs_order(const cai_desc_t *producer, cai_error_t *err)
+{
+    int rc;
+
+    if (!producer->has_stream)
+        return cai_ok(err);
+    rc = cai_check_stream_value(producer->stream, "producer ", err);
+    if (rc != 0)
+        return rc;
+    if (producer->stream == CAI_STREAM_NO_SYNC)
+        return cai_fail(err, CAI_EINVAL, "stream",
+                        "producer stream = -1 is not a stream: CAI v3 gives "
+                        "None, 1, 2 or a cudaStream_t handle");
+    return 1;
+}
+
+intptr_t cai_cuda_stream_from_handle(uintptr_t handle)
+{
+    return handle == 0 ? CAI_STREAM_LEGACY : (intptr_t)handle;
+}
+
+int cai_fence_record(const cai_desc_t *producer, cai_fence_t **out,
+                     cai_error_t *err)
+{
+    int64_t count;
+    int rc;
+
+    *out = NULL;
+    rc = producer_needs_order(producer, err);
+    if (rc <= 0)
+        return rc;
+    /* No element is read, so no write has to be waited for. */
+    if (producer->ndim > 0 && producer->ndim <= CAI_MAX_NDIM &&
+        cai_element_count(producer->ndim, producer->shape, &count) == 0 &&
+        count == 0)
+        return cai_ok(err);
+    return cai_record_fence(producer, out, err);
+}
+
+/* Checks the consumer's stream; 1 when it has to wait for the fence, 0
+ * (err cleared) when not.  Defined here, where both builds have defined
+ * struct cai_fence. */
+int cai_consumer_waits(const cai_fence_t *fence, intptr_t consumer_stream,
+                          cai_error_t *err)
+{
+    int rc = cai_check_stream_value(consumer_stream, "consumer ", err);
+
+    if (rc != 0)
+        return rc;
+    /* CAI v3: -1 is the consumer saying it orders the work itself; and
+     * work on one stream handle is already in order. */
+    if (fence == NULL || consumer_stream == CAI_STREAM_NO_SYNC ||
+        (consumer_stream == fence->stream &&
+         !cai_is_default_stream(consumer_stream)))
+        return cai_ok(err);
+    return 1;
+}
+
+int cai_fence_wait(const cai_fence_t *fence, intptr_t consumer_stream,
+                   cai_error_t *err)
+{
+    int rc = cai_consumer_waits(fence, consumer_stream, err);
+
+    return rc <= 0 ? rc : cai_wait_fence(fence, consumer_stream, err);
+}
+
+int cai_cuda_order(const cai_desc_t *producer, intptr_t consumer_stream,
+                   cai_error_t *err)
+{
+    int rc = cai_check_stream_value(consumer_stream, "consumer ", err);
+
+    if (rc != 0)
+        return rc;
+    /* CAI v3, Synchronization: no stream, no ordering; and -1 is the
+     * consumer saying it orders the work itself. */
+    if (!producer->has_stream || consumer_stream == CAI_STREAM_NO_SYNC)
+        return cai_ok(err);
+    rc = producer_needs_order(producer, err);
+    if (rc <= 0)
+        return rc;
+    /* Work on one stream is already in order. */
+    if (producer->stream == consumer_stream)
+        return cai_ok(err);
+    return cai_order_now(producer, consumer_stream, err);
+}
+
+int cai_cuda_stream_synchronize(intptr_t stream, cai_error_t *err)
+{
+    int rc = cai_check_stream_value(stream, "", err);
+
+    if (rc != 0)
+        return rc;
+    if (stream == CAI_STREAM_NO_SYNC)
+        return cai_ok(err);
+    return cai_synchronize(stream, err);
+}
+
