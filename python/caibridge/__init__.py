@@ -1,17 +1,28 @@
 """caibridge: zero-copy hand-over between the CUDA Array Interface and DLPack.
 
-    >>> import torch, caibridge
-    >>> t = torch.from_dlpack(caibridge.as_dlpack(producer))  # CAI -> DLPack
-    >>> view = caibridge.from_dlpack(t)  # DLPack -> CAI / array interface
+    >>> import numpy as np, caibridge
+    >>> producer = np.arange(3.0)  # anything with __(cuda_)array_interface__
+    >>> np.from_dlpack(caibridge.as_dlpack(producer))  # CAI -> DLPack
+    array([0., 1., 2.])
+    >>> view = caibridge.from_dlpack(producer)  # DLPack -> CAI / array interface
+    >>> view.__array_interface__["shape"]
+    (3,)
 
 Or make a class a producer of the other protocol once, in two lines:
 
-    >>> caibridge.add_dlpack(MyCAIArray)         # now torch.from_dlpack(x)
-    >>> caibridge.add_array_interface(MyTensor)  # now np.asarray(x)
+    >>> class Frame:
+    ...     pixels = np.zeros(4)
+    ...     @property
+    ...     def __array_interface__(self):
+    ...         return self.pixels.__array_interface__
+    >>> Frame = caibridge.add_dlpack(Frame)  # now np.from_dlpack(Frame())
+    >>> np.from_dlpack(Frame()).shape
+    (4,)
 
-``as_dlpack``, ``to_dlpack``, ``from_dlpack`` and the methods those two
-functions give are C functions of ``caibridge._core``: no Python code runs on
-the hand-over path.
+(``caibridge.add_array_interface(cls)`` is the reverse.)  ``as_dlpack``,
+``to_dlpack``, ``from_dlpack`` and the methods those two functions give are
+C functions of ``caibridge._core``: no Python code runs on the hand-over
+path.  The documentation: ``make docs``, or docs/ in the source tree.
 """
 
 import enum

@@ -62,3 +62,7 @@ clean-local: clean-python-tests
 clean-python-tests:
 	-rm -rf tests/python/hypothesis-db
 .PHONY: clean-python-tests
+
+# Every Python example of docs/ and README.md runs (tests/gpu/doc_examples.py
+# finds them; the GPU-only ones run in make check-gpu).
+CAI_PYTHON_TESTS += tests/python/test_docs_examples.py
