@@ -9,10 +9,12 @@ renders as written and produces no warning.
 """
 import re
 
-# A word that is code: a dunder name, a dotted or underscored identifier,
-# optionally called with a short argument list ("as_dlpack(obj)").
+# A word that is code: a keyword set to a constant ("copy=True"), a dunder
+# name, a dotted or underscored identifier, optionally called with an
+# argument list ("as_dlpack(obj)").
 _CODE = re.compile(
-    r"(?<![\w`])((?:[A-Za-z_]\w*\.)*(?:__\w+__|[A-Za-z]\w*_\w*[A-Za-z0-9]"
+    r"(?<![\w`])([A-Za-z_]\w*=(?:True|False|None|-?\d+)(?![\w.])"
+    r"|(?:[A-Za-z_]\w*\.)*(?:__\w+__|[A-Za-z]\w*_\w*[A-Za-z0-9]"
     r"|[A-Za-z]\w+\.[A-Za-z_]\w+)(?:\([^()]*\))?)")
 
 
