@@ -13,7 +13,7 @@ import re
 # name, a dotted or underscored identifier, optionally called with an
 # argument list ("as_dlpack(obj)").
 _CODE = re.compile(
-    r"(?<![\w`])([A-Za-z_]\w*=(?:True|False|None|-?\d+)(?![\w.])"
+    r"(?<![\w`])([A-Za-z_]\w*=(?:True|False|None|-?\d+)(?!\w)"
     r"|(?:[A-Za-z_]\w*\.)*(?:__\w+__|[A-Za-z]\w*_\w*[A-Za-z0-9]"
     r"|[A-Za-z]\w+\.[A-Za-z_]\w+)(?:\([^()]*\))?)")
 
