@@ -89,40 +89,27 @@ def _imported(tree):
     return names
 
 
-def _blocks_rst(text):
+def _blocks(text, opening, markdown):
+    """(line, code) of each block whose first line matches opening: a
+    Markdown fence runs to its closing fence, a reST directive to the first
+    line indented no deeper than the directive, after its options."""
     lines = text.splitlines()
     i = 0
     while i < len(lines):
-        m = _RST_START.match(lines[i])
+        m = opening.match(lines[i])
         i += 1
         if not m:
             continue
         indent = len(m.group(1))
-        # Options (":caption: ...") and blank lines before the code.
-        while i < len(lines) and (not lines[i].strip() or
-                                  lines[i].strip().startswith(":")):
+        while not markdown and i < len(lines) and (
+                not lines[i].strip() or lines[i].strip().startswith(":")):
             i += 1
         start = i
         body = []
-        while i < len(lines) and (not lines[i].strip() or
-                                  len(lines[i]) - len(lines[i].lstrip())
-                                  > indent):
-            body.append(lines[i])
-            i += 1
-        yield start + 1, _dedent(body)
-
-
-def _blocks_md(text):
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        m = _MD_START.match(lines[i])
-        i += 1
-        if not m:
-            continue
-        start = i
-        body = []
-        while i < len(lines) and not lines[i].strip().startswith("```"):
+        while i < len(lines) and (
+                not lines[i].strip().startswith("```") if markdown else
+                not lines[i].strip() or
+                len(lines[i]) - len(lines[i].lstrip()) > indent):
             body.append(lines[i])
             i += 1
         yield start + 1, _dedent(body)
@@ -153,8 +140,9 @@ def examples(root=ROOT):
     for path in documents(root):
         with open(path, encoding="utf-8") as f:
             text = f.read()
-        blocks = _blocks_md(text) if path.endswith(".md") else \
-            _blocks_rst(text)
+        markdown = path.endswith(".md")
+        blocks = _blocks(text, _MD_START if markdown else _RST_START,
+                         markdown)
         found += [Example(path, line, code) for line, code in blocks]
     return found
 

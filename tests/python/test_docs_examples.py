@@ -72,7 +72,7 @@ def test_undefined_names_are_caught():
     assert good.undefined_names() == []
 
 
-@pytest.mark.parametrize("example", [_param(e) for e in EXAMPLES])
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e.name for e in EXAMPLES])
 def test_no_undefined_names(example):
     assert example.undefined_names() == [], (
         "%s reads names it never defines" % example.name)
