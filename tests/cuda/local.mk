@@ -23,7 +23,8 @@ if HAVE_CUDA
 # installs it.
 check_LTLIBRARIES += tests/cuda/libcudart-double.la
 tests_cuda_libcudart_double_la_SOURCES = tests/cuda/cudart-double.c \
-	tests/cuda/cudart-double.h
+	tests/cuda/cudart-double.h tests/cuda/double-internal.h \
+	tests/cuda/timeline.c tests/cuda/double-graph.c
 tests_cuda_libcudart_double_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_cuda_libcudart_double_la_LDFLAGS = -module -avoid-version -shared \
 	-rpath /nowhere
@@ -36,7 +37,8 @@ CUDA_DOUBLE_TESTS = \
 	tests/cuda/old-runtime-t \
 	tests/cuda/wrong-library-t \
 	tests/cuda/fence-t \
-	tests/cuda/messages-t
+	tests/cuda/messages-t \
+	tests/cuda/race-t
 check_PROGRAMS += $(CUDA_DOUBLE_TESTS)
 TESTS += $(CUDA_DOUBLE_TESTS)
 VALGRIND_TESTS += $(CUDA_DOUBLE_TESTS)
@@ -48,6 +50,7 @@ tests_cuda_old_runtime_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_wrong_library_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_fence_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_messages_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
+tests_cuda_race_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 # Runs itself as a child through /proc/PID/exe: not under valgrind.
 check_PROGRAMS += tests/cuda/soname-t
 TESTS += tests/cuda/soname-t
