@@ -518,6 +518,37 @@ CUresult CUDAAPI cuStreamGetCaptureInfo(CUstream stream,
     return (CUresult)leave(rc, call, result[0] != '\0' ? result : NULL);
 }
 
+/* The CUDA 13 arguments; the double reports 13.0 unless told otherwise,
+ * and only the first three are read. */
+cudaError_t CUDARTAPI cudaStreamGetCaptureInfo(
+    cudaStream_t stream, enum cudaStreamCaptureStatus *status,
+    unsigned long long *id, cudaGraph_t *graph,
+    const cudaGraphNode_t **dependencies, const cudaGraphEdgeData **edges,
+    size_t *count)
+{
+    cudaError_t rc = enter("cudaStreamGetCaptureInfo");
+    struct context *ctx;
+    struct stream *s = NULL;
+    char call[64], st[32], result[32] = "";
+
+    (void)graph, (void)dependencies, (void)edges, (void)count;
+    if (rc == cudaSuccess)
+        rc = resolve(stream, &ctx, &s);
+    if (rc == cudaSuccess) {
+        *status = s == NULL || s->capture == 0
+                      ? cudaStreamCaptureStatusNone
+                  : s->invalidated ? cudaStreamCaptureStatusInvalidated
+                                   : cudaStreamCaptureStatusActive;
+        if (id != NULL)
+            *id = s != NULL ? (unsigned long long)s->capture : 0;
+        snprintf(result, sizeof result, "%d id %d", (int)*status,
+                 s != NULL ? s->capture : 0);
+    }
+    snprintf(call, sizeof call, "cudaStreamGetCaptureInfo(%s)",
+             stream_text(stream, st));
+    return leave(rc, call, result[0] != '\0' ? result : NULL);
+}
+
 /* ---- Controls ---- */
 
 void timeline_on(void)
