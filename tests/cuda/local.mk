@@ -38,7 +38,8 @@ CUDA_DOUBLE_TESTS = \
 	tests/cuda/wrong-library-t \
 	tests/cuda/fence-t \
 	tests/cuda/messages-t \
-	tests/cuda/race-t
+	tests/cuda/race-t \
+	tests/cuda/defects-t
 check_PROGRAMS += $(CUDA_DOUBLE_TESTS)
 TESTS += $(CUDA_DOUBLE_TESTS)
 VALGRIND_TESTS += $(CUDA_DOUBLE_TESTS)
@@ -51,6 +52,7 @@ tests_cuda_wrong_library_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_fence_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_messages_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_race_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
+tests_cuda_defects_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 # Runs itself as a child through /proc/PID/exe: not under valgrind.
 check_PROGRAMS += tests/cuda/soname-t
 TESTS += tests/cuda/soname-t
