@@ -133,8 +133,9 @@ static void host_reader(int type, DLDeviceType device, int wait,
 }
 
 /* The reverse edge: the consumer reads src behind a gate; the producer
- * then writes 9 over it on its stream.  With cai_fence_release the
- * producer's write waits for the consumer's read. */
+ * then writes 9 over it on its stream (0: A, a handle).  With
+ * cai_fence_release the producer's write waits for the consumer's read:
+ * on the device for stream 1, on the host for a handle. */
 static void reverse_edge(intptr_t producer_stream, int release,
                          const char *what)
 {
@@ -144,6 +145,8 @@ static void reverse_edge(intptr_t producer_stream, int release,
     int gate, rc;
 
     start(DOUBLE_DEVICE);
+    if (producer_stream == 0)
+        producer_stream = stream_a;
     memset(src, 7, N);
     desc = view(producer_stream, kDLCUDA);
     rc = cai_fence_record(&desc, &fence, &err);
@@ -170,7 +173,7 @@ static void reverse_edge(intptr_t producer_stream, int release,
 int main(void)
 {
     cuda = use_double();
-    plan(37);
+    plan(46);
 
     order(0, 7, "cai_cuda_order A -> B");
     order(CAI_STREAM_NO_SYNC, 0, "cai_cuda_order, consumer -1: race seen");
@@ -187,5 +190,7 @@ int main(void)
                 "managed, no host wait: race seen");
     reverse_edge(CAI_STREAM_LEGACY, 1, "reverse edge onto stream 1");
     reverse_edge(CAI_STREAM_LEGACY, 0, "no release: race seen");
+    reverse_edge(0, 1, "reverse edge, producer on a handle (host wait)");
+    reverse_edge(0, 0, "producer on a handle, no release: race seen");
     return 0;
 }
