@@ -41,6 +41,10 @@ static inline const struct cudart_double *use_double(void)
 {
     if (setenv("CAIBRIDGE_CUDART", CUDART_DOUBLE_PATH, 1) != 0)
         bail("cannot set CAIBRIDGE_CUDART");
+    /* The call-log checks expect an event made and destroyed per
+     * hand-over: the event pool is off unless a test turns it on. */
+    if (setenv("CAIBRIDGE_EVENT_POOL", "0", 0) != 0)
+        bail("cannot set CAIBRIDGE_EVENT_POOL");
     return open_double();
 }
 

@@ -6,6 +6,7 @@
  * can fail).  Time is the gates': nothing here sleeps.
  */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "cuda-test.h"
 
@@ -172,6 +173,8 @@ static void reverse_edge(intptr_t producer_stream, int release,
 
 int main(void)
 {
+    /* With the event pool on: events reused across hand-overs. */
+    setenv("CAIBRIDGE_EVENT_POOL", "8", 1);
     cuda = use_double();
     plan(46);
 
