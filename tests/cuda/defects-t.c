@@ -168,6 +168,24 @@ static void defect_5_legacy_stream_pinned_no_context(void)
     no_violation("defect 5");
 }
 
+/* 5, the other side: the legacy stream of a device whose primary context
+ * is not active holds no work: nothing to record, nothing created. */
+static void defect_5_inactive_primary_context(void)
+{
+    cai_desc_t desc = producer(CAI_STREAM_LEGACY, kDLCUDA, 3);
+    cai_error_t err;
+    int primaries, rc;
+
+    fresh(0);
+    primaries = cuda->primary_contexts();
+    rc = cai_cuda_order(&desc, CONSUMER_STREAM, &err);
+    is_int(CAI_OK, rc, "defect 5: legacy stream of device 3, never used");
+    is_int(primaries, cuda->primary_contexts(),
+           "defect 5: device 3's primary context is not created");
+    is_int(0, cuda->live_events(), "defect 5: no event for a stream that "
+           "holds no work");
+}
+
 /* 6: CUDA 11's cudaSetDevice makes the primary context current only at
  * the next call that needs one. */
 static void defect_6_cuda_11_set_device(void)
@@ -341,11 +359,12 @@ static void defect_11_failed_restore_leaks_nothing(void)
 int main(void)
 {
     cuda = use_double();
-    plan(36);
+    plan(39);
 
     defect_1_reverse_edge_after_the_stream_died();
     defect_2_pool_memory_on_a_fresh_thread();
     defect_5_legacy_stream_pinned_no_context();
+    defect_5_inactive_primary_context();
     defect_6_cuda_11_set_device();
     defect_7_managed_without_concurrent_access();
     defect_8_captures();
