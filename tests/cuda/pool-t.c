@@ -10,17 +10,6 @@
 
 static const struct cudart_double *cuda;
 
-static int count(const char *haystack, const char *needle)
-{
-    int n = 0;
-
-    while ((haystack = strstr(haystack, needle)) != NULL) {
-        n++;
-        haystack += strlen(needle);
-    }
-    return n;
-}
-
 static void warm_hand_overs(void)
 {
     cai_desc_t desc = producer(PRODUCER_STREAM, kDLCUDA, 0);
@@ -28,21 +17,17 @@ static void warm_hand_overs(void)
     cai_error_t err;
     int i, rc = 0;
 
-    cuda->reset();
-    cuda->add_stream(PRODUCER_STREAM, 0);
-    cuda->add_stream(CONSUMER_STREAM, 0);
+    reset_with_streams(cuda);
     rc |= cai_cuda_order(&desc, CONSUMER_STREAM, &err);
-    cuda->reset();
-    cuda->add_stream(PRODUCER_STREAM, 0);
-    cuda->add_stream(CONSUMER_STREAM, 0);
+    reset_with_streams(cuda);
     for (i = 0; i < 5; i++)
         rc |= cai_cuda_order(&desc, CONSUMER_STREAM, &err);
     is_int(CAI_OK, rc, "warm: 5 orderings");
-    is_int(0, count(cuda->log(), "cudaEventCreate") +
-                  count(cuda->log(), "cudaEventDestroy"),
+    is_int(0, occurrences(cuda->log(), "cudaEventCreate") +
+                  occurrences(cuda->log(), "cudaEventDestroy"),
            "warm: no event made or destroyed");
-    is_int(5, count(cuda->log(), "cudaEventRecord"), "warm: one record each");
-    is_int(5, count(cuda->log(), "cudaStreamWaitEvent"),
+    is_int(5, occurrences(cuda->log(), "cudaEventRecord"), "warm: one record each");
+    is_int(5, occurrences(cuda->log(), "cudaStreamWaitEvent"),
            "warm: one wait each");
 
     for (i = 0; i < 5; i++) {
@@ -51,8 +36,8 @@ static void warm_hand_overs(void)
         rc |= cai_fence_destroy(fence, &err);
     }
     is_int(CAI_OK, rc, "warm: 5 fences");
-    is_int(0, count(cuda->log(), "cudaEventCreate") +
-                  count(cuda->log(), "cudaEventDestroy"),
+    is_int(0, occurrences(cuda->log(), "cudaEventCreate") +
+                  occurrences(cuda->log(), "cudaEventDestroy"),
            "warm fences: no event made or destroyed");
     ok(cuda->live_events() >= 1 && cuda->live_events() <= 8,
        "the pool keeps a few events (%d)", cuda->live_events());
@@ -80,27 +65,23 @@ static void captures_not_reused(void)
     cai_error_t err;
     int rc;
 
-    cuda->reset();
-    cuda->add_stream(PRODUCER_STREAM, 0);
-    cuda->add_stream(CONSUMER_STREAM, 0);
+    reset_with_streams(cuda);
     cuda->begin_capture(PRODUCER_STREAM, 3);
     rc = cai_fence_record(&desc, &fence, &err);
     is_int(CAI_OK, rc, "captured fence recorded");
     cai_fence_destroy(fence, NULL);
-    is_int(1, count(cuda->log(), "cudaEventDestroy"),
+    is_int(1, occurrences(cuda->log(), "cudaEventDestroy"),
            "a captured event is destroyed, not kept");
     cuda->end_capture(PRODUCER_STREAM);
 
-    cuda->reset();
-    cuda->add_stream(PRODUCER_STREAM, 0);
-    cuda->add_stream(CONSUMER_STREAM, 0);
+    reset_with_streams(cuda);
     cuda->begin_capture(CONSUMER_STREAM, 4);
     rc = cai_fence_record(&desc, &fence, &err);
     if (rc == 0)
         rc = cai_fence_wait(fence, CONSUMER_STREAM, &err);
     is_int(CAI_OK, rc, "a capture waits on a fence from outside");
     cai_fence_destroy(fence, NULL);
-    is_int(1, count(cuda->log(), "cudaEventDestroy"),
+    is_int(1, occurrences(cuda->log(), "cudaEventDestroy"),
            "an event a graph node names is destroyed, not kept");
     cuda->end_capture(CONSUMER_STREAM);
 }

@@ -17,15 +17,7 @@ static unsigned char src[N], out[N];
 static long stream_a, stream_b;
 
 /* Every byte of buf is value. */
-static int all(const unsigned char *buf, int value)
-{
-    int i;
-
-    for (i = 0; i < N; i++)
-        if (buf[i] != value)
-            return 0;
-    return 1;
-}
+#define all(buf, value) all_bytes(buf, N, value)
 
 /* A fresh timeline: two live streams on device 0, src and out zeros and
  * registered as memory of type. */
@@ -49,6 +41,23 @@ static cai_desc_t view(intptr_t stream, DLDeviceType type)
     return desc;
 }
 
+/* A fresh timeline (src of type, seen as device) where the producer's
+ * kernel on A fills src with 7 once its gate opens (also when the host
+ * blocks, for on_host_wait); *desc is the view of src on A.  The gate. */
+static int produce(int type, DLDeviceType device, int on_host_wait,
+                   cai_desc_t *desc)
+{
+    int gate;
+
+    start(type);
+    *desc = view(stream_a, device);
+    gate = cuda->gate_new();
+    if (on_host_wait)
+        cuda->gate_open_on_host_wait(gate);
+    cuda->launch_fill(stream_a, src, N, 7, gate);
+    return gate;
+}
+
 /* Drains, then checks the violations (expected: none). */
 static void finish(const char *what)
 {
@@ -57,43 +66,26 @@ static void finish(const char *what)
            cuda->violation_log());
 }
 
-/* cai_cuda_order: the consumer's copy (on B; consumer is B's stream
- * value, 0 for B itself) sees the producer's fill. */
-static void order(intptr_t consumer, int expect, const char *what)
-{
-    cai_desc_t desc;
-    cai_error_t err;
-    int gate, rc;
-
-    start(DOUBLE_DEVICE);
-    desc = view(stream_a, kDLCUDA);
-    gate = cuda->gate_new();
-    cuda->launch_fill(stream_a, src, N, 7, gate);
-    rc = cai_cuda_order(&desc, consumer ? consumer : stream_b, &err);
-    is_int(CAI_OK, rc, "%s: success", what);
-    cuda->launch_copy(stream_b, out, src, N, 0);
-    cuda->gate_open(gate);
-    cuda->drain();
-    ok(all(out, expect), "%s: the consumer read %d (read %d)", what, expect,
-       out[0]);
-    finish(what);
-}
-
-/* cai_fence_record, then cai_fence_wait with consumer. */
-static void fence_wait(intptr_t consumer, int expect, const char *what)
+/* The consumer's copy on B (consumer is B's stream value, 0 for B itself)
+ * after a hand-over through cai_cuda_order, or through cai_fence_record
+ * and cai_fence_wait (fenced), sees the producer's fill, or not. */
+static void hand_over(int fenced, intptr_t consumer, int expect,
+                      const char *what)
 {
     cai_desc_t desc;
     cai_fence_t *fence = NULL;
     cai_error_t err;
     int gate, rc;
 
-    start(DOUBLE_DEVICE);
-    desc = view(stream_a, kDLCUDA);
-    gate = cuda->gate_new();
-    cuda->launch_fill(stream_a, src, N, 7, gate);
-    rc = cai_fence_record(&desc, &fence, &err);
-    is_int(CAI_OK, rc, "%s: fence recorded", what);
-    rc = cai_fence_wait(fence, consumer ? consumer : stream_b, &err);
+    gate = produce(DOUBLE_DEVICE, kDLCUDA, 0, &desc);
+    consumer = consumer ? consumer : stream_b;
+    if (fenced) {
+        rc = cai_fence_record(&desc, &fence, &err);
+        is_int(CAI_OK, rc, "%s: fence recorded", what);
+        rc = cai_fence_wait(fence, consumer, &err);
+    } else {
+        rc = cai_cuda_order(&desc, consumer, &err);
+    }
     is_int(CAI_OK, rc, "%s: success", what);
     cuda->launch_copy(stream_b, out, src, N, 0);
     cuda->gate_open(gate);
@@ -109,16 +101,11 @@ static void fence_wait(intptr_t consumer, int expect, const char *what)
 static void host_reader(int type, DLDeviceType device, int wait,
                         const char *what)
 {
-    cai_desc_t desc;
     cai_fence_t *fence = NULL;
+    cai_desc_t desc;
+    int gate = produce(type, device, 1, &desc), rc;
     cai_error_t err;
-    int gate, rc;
 
-    start(type);
-    desc = view(stream_a, device);
-    gate = cuda->gate_new();
-    cuda->gate_open_on_host_wait(gate);
-    cuda->launch_fill(stream_a, src, N, 7, gate);
     rc = cai_fence_record(&desc, &fence, &err);
     is_int(CAI_OK, rc, "%s: fence recorded", what);
     if (wait) {
@@ -178,11 +165,12 @@ int main(void)
     cuda = use_double();
     plan(46);
 
-    order(0, 7, "cai_cuda_order A -> B");
-    order(CAI_STREAM_NO_SYNC, 0, "cai_cuda_order, consumer -1: race seen");
-    fence_wait(0, 7, "cai_fence_wait A -> B");
-    fence_wait(CAI_STREAM_NO_SYNC, 0, "cai_fence_wait, consumer -1: race "
-               "seen");
+    hand_over(0, 0, 7, "cai_cuda_order A -> B");
+    hand_over(0, CAI_STREAM_NO_SYNC, 0, "cai_cuda_order, consumer -1: race "
+              "seen");
+    hand_over(1, 0, 7, "cai_fence_wait A -> B");
+    hand_over(1, CAI_STREAM_NO_SYNC, 0, "cai_fence_wait, consumer -1: race "
+              "seen");
     host_reader(DOUBLE_PINNED, kDLCUDAHost, 1,
                 "pinned, cai_fence_synchronize");
     host_reader(DOUBLE_PINNED, kDLCUDAHost, 0, "pinned, no host wait: race "
