@@ -62,6 +62,10 @@ int cai_op_begin(struct op *op, const char *field, cai_error_t *err)
     if (status != 0)
         return status;
     op->pending = cai_rt.peek_at_last_error();
+    /* "Not ready" is an answer (a framework's cudaEventQuery), not a
+     * failure: it is no one's error to keep. */
+    if (op->pending == cudaErrorNotReady)
+        op->pending = cudaSuccess;
     return 0;
 }
 

@@ -23,13 +23,46 @@ static int capture_state(struct op *op, intptr_t stream,
                : 0;
 }
 
+/* The three shapes cudaStreamGetCaptureInfo has had: 11.x, 12.x, 13.x. */
+typedef cudaError_t(CUDARTAPI *capture_info_11)(cudaStream_t,
+                                                enum cudaStreamCaptureStatus *,
+                                                unsigned long long *);
+typedef cudaError_t(CUDARTAPI *capture_info_12)(
+    cudaStream_t, enum cudaStreamCaptureStatus *, unsigned long long *,
+    cudaGraph_t *, const cudaGraphNode_t **, size_t *);
+typedef cudaError_t(CUDARTAPI *capture_info_13)(
+    cudaStream_t, enum cudaStreamCaptureStatus *, unsigned long long *,
+    cudaGraph_t *, const cudaGraphNode_t **, const void **, size_t *);
+
+/* The id of the capture stream is in (0: none). */
+static int capture_id(struct op *op, intptr_t stream, unsigned long long *id)
+{
+    enum cudaStreamCaptureStatus state = cudaStreamCaptureStatusNone;
+    cudaStream_t handle = cai_stream_handle(stream);
+    void (*fn)(void) = cai_rt.stream_get_capture_info;
+    int rc;
+
+    *id = 0;
+    if (cai_rt_version >= 13000)
+        rc = ((capture_info_13)fn)(handle, &state, id, NULL, NULL, NULL,
+                                   NULL);
+    else if (cai_rt_version >= 12000)
+        rc = ((capture_info_12)fn)(handle, &state, id, NULL, NULL, NULL);
+    else
+        rc = ((capture_info_11)fn)(handle, &state, id);
+    if (state == cudaStreamCaptureStatusNone)
+        *id = 0;
+    return cai_op_failed(op, "cudaStreamGetCaptureInfo", rc) ? -1 : 0;
+}
+
 /* Records an event on stream into fence (zeroed by the caller) within op;
  * fence->event stays NULL when there is nothing to wait for. */
 static int record_in(struct op *op, intptr_t stream, DLDevice device,
                      struct cai_fence *fence)
 {
     enum cudaStreamCaptureStatus state;
-    int none = 0;
+    int none = 0, pooled;
+    cudaError_t rc;
 
     fence->stream = stream;
     fence->device = device;
@@ -40,14 +73,25 @@ static int record_in(struct op *op, intptr_t stream, DLDevice device,
     if (none || capture_state(op, stream, &state) != 0)
         return none ? 0 : -1;
     fence->captured = state != cudaStreamCaptureStatusNone;
+    if (fence->captured && capture_id(op, stream, &fence->capture) != 0)
+        return -1;
     fence->context = op->now;
     fence->have_context = op->have_saved;
-    if (cai_op_failed(op, "cudaEventCreateWithFlags",
-                  cai_rt.event_create_with_flags(&fence->event,
-                                                  cudaEventDisableTiming)))
+    pooled = cai_event_take(op, fence, &fence->event);
+    if (pooled < 0)
         return -1;
-    if (cai_op_failed(op, "cudaEventRecord",
-                  cai_rt.event_record(fence->event, cai_stream_handle(stream)))) {
+    rc = cai_rt.event_record(fence->event, cai_stream_handle(stream));
+    if (pooled && rc == cudaErrorInvalidResourceHandle) {
+        /* Its context was reset since: the pool is dropped, and a new
+         * event made; the failure was ours, not pending before. */
+        if (op->pending == cudaSuccess)
+            cai_rt.get_last_error();
+        cai_event_forget(fence->context);
+        if (cai_event_take(op, fence, &fence->event) < 0)
+            return -1;
+        rc = cai_rt.event_record(fence->event, cai_stream_handle(stream));
+    }
+    if (cai_op_failed(op, "cudaEventRecord", rc)) {
         cai_rt.event_destroy(fence->event);
         fence->event = NULL;
         return -1;
@@ -59,9 +103,10 @@ static int record_in(struct op *op, intptr_t stream, DLDevice device,
 /* Makes stream wait on fence within op; known: the context of a default
  * stream.  *refusal says why nothing was queued, if so. */
 static int wait_in(struct op *op, const cai_fence_t *fence, intptr_t stream,
-                   const CUcontext *known, const char **refusal)
+                   const CUcontext *known, int oneshot, const char **refusal)
 {
     enum cudaStreamCaptureStatus state;
+    unsigned long long id;
     unsigned flags = 0;
     int none = 0;
 
@@ -89,13 +134,28 @@ static int wait_in(struct op *op, const cai_fence_t *fence, intptr_t stream,
         *refusal = "the other side's work was queued inside a CUDA graph "
                    "capture, so it runs only when the graph is launched; "
                    "hand over after the capture ends";
-    } else if (!fence->captured && state != cudaStreamCaptureStatusNone) {
+    } else if (fence->captured) {
+        if (capture_id(op, stream, &id) != 0)
+            return -1;
+        if (id != fence->capture)
+            *refusal = "it is capturing another CUDA graph than the other "
+                       "side's stream; a graph cannot wait on another "
+                       "graph's work";
+    } else if (state != cudaStreamCaptureStatusNone) {
         /* Waiting on work outside the capture: an external event node
-         * keeps the capture valid. */
+         * keeps the capture valid, and names the event at every launch. */
         if (cai_rt_version < EXTERNAL_WAIT_RUNTIME)
             *refusal = "it is capturing a CUDA graph and this runtime has no "
                        "cudaEventWaitExternal";
+        else if (oneshot)
+            *refusal = "it is capturing a CUDA graph, whose wait would name "
+                       "an event this call must destroy; record a fence "
+                       "(cai_fence_record) and keep it while the graph is "
+                       "launched";
         flags = cudaEventWaitExternal;
+        /* Bookkeeping, not the fence's meaning: a graph node names the
+         * event from now on, so it must never be reused. */
+        ((struct cai_fence *)(uintptr_t)fence)->external = 1;
     }
     if (*refusal != NULL)
         return 0;
@@ -106,13 +166,18 @@ static int wait_in(struct op *op, const cai_fence_t *fence, intptr_t stream,
                : 0;
 }
 
+/* Destroys the fence's event; in its context when none is current, and
+ * still (in the current one) when that switch fails, so it never leaks. */
 static void destroy_in(struct op *op, struct cai_fence *fence)
 {
     if (fence->event == NULL)
         return;
-    if (cai_enter_fence_context(op, fence) == 0)
-        cai_op_failed(op, "cudaEventDestroy",
-                  cai_rt.event_destroy(fence->event));
+    if (op->call == NULL && cai_event_give(fence)) {
+        fence->event = NULL;
+        return;
+    }
+    cai_enter_fence_context(op, fence);
+    cai_op_failed(op, "cudaEventDestroy", cai_rt.event_destroy(fence->event));
     fence->event = NULL;
 }
 
@@ -147,9 +212,14 @@ int cai_record_fence(const cai_desc_t *producer, cai_fence_t **out,
         return cai_fail(err, CAI_ENOMEM, "stream", "no memory for a fence");
     if (cai_ctx_save(&op) == 0)
         record_in(&op, producer->stream, producer->device, fence);
-    cai_ctx_restore(&op);
-    if (op.call != NULL || op.restore_call != NULL)
+    /* Destroyed before the restore, so its context is not left current. */
+    if (op.call != NULL)
         destroy_in(&op, fence);
+    cai_ctx_restore(&op);
+    if (op.restore_call != NULL) {
+        destroy_in(&op, fence);
+        cai_ctx_restore(&op);
+    }
     status = cai_op_end(&op, err);
     if (status != 0 || fence->event == NULL) {
         free(fence);
@@ -169,7 +239,7 @@ int cai_wait_fence(const cai_fence_t *fence, intptr_t consumer,
     if (status != 0)
         return status;
     if (cai_ctx_save(&op) == 0)
-        wait_in(&op, fence, consumer, NULL, &refusal);
+        wait_in(&op, fence, consumer, NULL, 0, &refusal);
     return op_finish(&op, "consumer's", refusal, err);
 }
 
@@ -187,7 +257,7 @@ int cai_order_now(const cai_desc_t *producer, intptr_t consumer,
     memset(&fence, 0, sizeof fence);
     if (cai_ctx_save(&op) == 0 &&
         record_in(&op, producer->stream, producer->device, &fence) == 0)
-        wait_in(&op, &fence, consumer, NULL, &refusal);
+        wait_in(&op, &fence, consumer, NULL, 1, &refusal);
     /* Safe right after the wait is queued: the runtime frees the event
      * once it has completed. */
     destroy_in(&op, &fence);
@@ -199,11 +269,38 @@ int cai_synchronize(intptr_t stream, cai_error_t *err)
     struct op op;
     int status = cai_op_begin(&op, "stream", err);
 
+    DLDevice unknown = {(DLDeviceType)0, 0};
+    int none = 0;
+
     if (status != 0)
         return status;
-    cai_op_failed(&op, "cudaStreamSynchronize",
-              cai_rt.stream_synchronize(cai_stream_handle(stream)));
-    return cai_op_end(&op, err);
+    /* In the stream's context, so the runtime creates none; a default
+     * stream that cannot hold work needs no wait. */
+    if (cai_ctx_save(&op) == 0 &&
+        cai_enter_stream_context(&op, stream, unknown, NULL, 0, &none) == 0 &&
+        !none)
+        cai_op_failed(&op, "cudaStreamSynchronize",
+                      cai_rt.stream_synchronize(cai_stream_handle(stream)));
+    return op_finish(&op, "", NULL, err);
+}
+
+/* A device without concurrent managed access forbids the host to touch
+ * managed memory while any kernel runs there, not only the producer's:
+ * the host waits for the whole device (of the fence's context). */
+static void wait_for_device(struct op *op, const cai_fence_t *fence)
+{
+    int device = 0, concurrent = 1;
+
+    if (fence->have_context && cai_ctx_switch(op, fence->context) != 0)
+        return;
+    if (cai_current_device(op, &device) != 0 ||
+        cai_op_failed(op, "cudaDeviceGetAttribute",
+                      cai_rt.device_get_attribute(
+                          &concurrent, cudaDevAttrConcurrentManagedAccess,
+                          device)) ||
+        concurrent)
+        return;
+    cai_op_failed(op, "cudaDeviceSynchronize", cai_rt.device_synchronize());
 }
 
 int cai_fence_synchronize(const cai_fence_t *fence, cai_error_t *err)
@@ -222,9 +319,11 @@ int cai_fence_synchronize(const cai_fence_t *fence, cai_error_t *err)
     status = cai_op_begin(&op, "stream", err);
     if (status != 0)
         return status;
-    if (cai_ctx_save(&op) == 0 && cai_enter_fence_context(&op, fence) == 0)
-        cai_op_failed(&op, "cudaEventSynchronize",
-                  cai_rt.event_synchronize(fence->event));
+    if (cai_ctx_save(&op) == 0 && cai_enter_fence_context(&op, fence) == 0 &&
+        !cai_op_failed(&op, "cudaEventSynchronize",
+                       cai_rt.event_synchronize(fence->event)) &&
+        fence->device.device_type == kDLCUDAManaged)
+        wait_for_device(&op, fence);
     return op_finish(&op, "producer's", NULL, err);
 }
 
@@ -245,21 +344,26 @@ int cai_fence_release(const cai_fence_t *fence, intptr_t consumer_stream,
     if (cai_ctx_save(&op) == 0 &&
         record_in(&op, consumer_stream, fence->device, &back) == 0 &&
         back.event != NULL) {
-        if (fence->stream == CAI_STREAM_PER_THREAD &&
-            !pthread_equal(fence->thread, pthread_self())) {
-            /* Another thread's per-thread stream has no handle here: the
-             * host waits for the consumer instead. */
+        if (!cai_is_default_stream(fence->stream) ||
+            (fence->stream == CAI_STREAM_PER_THREAD &&
+             !pthread_equal(fence->thread, pthread_self()))) {
+            /* The producer's stream cannot be named: a handle given when
+             * the fence was recorded may have been destroyed since (or
+             * reused), and another thread's per-thread stream has no
+             * handle here.  The host waits for the consumer instead. */
             if (back.captured)
                 refusal = "the consumer's stream is capturing a CUDA graph "
-                          "and the producer's per-thread stream belongs to "
-                          "another thread";
+                          "and the producer's stream cannot be named at "
+                          "release (a stream handle may be gone by now)";
             else
                 cai_op_failed(&op, "cudaEventSynchronize",
                           cai_rt.event_synchronize(back.event));
         } else {
-            /* The producer's default streams are those of its context. */
+            /* The producer's default streams are those of its context,
+             * which outlive it. */
             wait_in(&op, &back, fence->stream,
-                    fence->have_context ? &fence->context : NULL, &refusal);
+                    fence->have_context ? &fence->context : NULL, 0,
+                    &refusal);
         }
     }
     destroy_in(&op, &back);

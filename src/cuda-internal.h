@@ -65,6 +65,10 @@ struct cudart {
     cudaError_t(CUDARTAPI *driver_get_version)(int *);
     cudaError_t(CUDARTAPI *get_last_error)(void);
     cudaError_t(CUDARTAPI *peek_at_last_error)(void);
+    cudaError_t(CUDARTAPI *device_synchronize)(void);
+    /* Its arguments changed with 12.0 and 13.0: called through the type of
+     * the loaded runtime's version (cuda-fence.c). */
+    void (*stream_get_capture_info)(void);
 };
 
 /* The driver's entry points: the exact current context (NULL included) is
@@ -78,6 +82,11 @@ struct cudriver {
     CUresult(CUDAAPI *stream_get_ctx)(CUstream, CUcontext *);
     CUresult(CUDAAPI *pointer_get_attribute)(void *, CUpointer_attribute,
                                              CUdeviceptr);
+    CUresult(CUDAAPI *pointer_get_attributes)(unsigned, CUpointer_attribute *,
+                                              void **, CUdeviceptr);
+    CUresult(CUDAAPI *primary_ctx_get_state)(CUdevice, unsigned *, int *);
+    CUresult(CUDAAPI *primary_ctx_retain)(CUcontext *, CUdevice);
+    CUresult(CUDAAPI *primary_ctx_release)(CUdevice);
 };
 
 /* cuda-runtime.c: written once under pthread_once, read-only afterwards. */
@@ -104,6 +113,8 @@ struct op {
     CUcontext saved; /* the caller's context */
     CUcontext now;   /* the one current now */
     int have_saved, switched;
+    int retained; /* a primary context retained, released at the restore */
+    CUdevice retained_device;
     /* Without a driver (so without contexts to put back): the device. */
     int device_before, device_switched;
 };
@@ -137,8 +148,19 @@ struct cai_fence {
     CUcontext context;  /* the event's */
     int have_context;
     int captured;       /* recorded inside a graph capture */
+    unsigned long long capture; /* that capture's id */
+    int external;       /* a capture outside waited on it: a graph's node
+                           names the event, so it never goes back to the
+                           pool */
     pthread_t thread;   /* the recording thread, for stream 2 */
 };
+
+/* cuda-events.c: the per-context pool.  take: 1 from the pool, 0 made
+ * now, -1 failed (in op); give: 1 when kept (else the caller destroys). */
+int cai_event_take(struct op *op, const struct cai_fence *fence,
+                   cudaEvent_t *event);
+int cai_event_give(const struct cai_fence *fence);
+void cai_event_forget(CUcontext context);
 
 #else /* !HAVE_CUDA */
 

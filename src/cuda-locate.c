@@ -11,6 +11,40 @@
 
 #ifdef HAVE_CUDA
 
+/*
+ * What the driver says of ptr, with no context current and creating none:
+ * 1 when the memory belongs to a context, now made current, for the
+ * runtime's fuller answer; 0 when *out was filled here (memory of a
+ * stream-ordered pool, which belongs to no context, or memory CUDA does not
+ * know); -1 on failure.
+ */
+static int by_driver(struct op *op, const void *ptr,
+                     struct cudaPointerAttributes *out)
+{
+    CUpointer_attribute which[] = {
+        CU_POINTER_ATTRIBUTE_CONTEXT, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+        CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_IS_MANAGED};
+    CUcontext owner = NULL;
+    unsigned type = 0, managed = 0;
+    int device = 0;
+    void *data[] = {&owner, &type, &device, &managed};
+
+    if (cai_op_failed(op, "cuPointerGetAttributes",
+                      cai_drv.pointer_get_attributes(4, which, data,
+                                                     (CUdeviceptr)(uintptr_t)ptr)))
+        return -1;
+    if (owner != NULL)
+        return cai_ctx_switch(op, owner) == 0 ? 1 : -1;
+    out->device = device;
+    if (managed)
+        out->type = cudaMemoryTypeManaged;
+    else if (type == CU_MEMORYTYPE_DEVICE)
+        out->type = cudaMemoryTypeDevice;
+    else if (type == CU_MEMORYTYPE_HOST)
+        out->type = cudaMemoryTypeHost;
+    return 0;
+}
+
 static int locate(const void *ptr, intptr_t stream, DLDevice *out,
                   cai_error_t *err)
 {
@@ -65,16 +99,16 @@ static int locate(const void *ptr, intptr_t stream, DLDevice *out,
     if (op.have_saved && op.saved == NULL) {
         /* With no context current the runtime would make one (a primary
          * context on the thread's device, 0 on a fresh thread) for its
-         * lookup: the driver names the memory's own context, which is
-         * made current for it; memory of no context is not CUDA's. */
-        CUcontext owner = NULL;
+         * lookup: the driver, which needs none, says what the memory is;
+         * memory of a context is then asked in that context. */
+        int found = by_driver(&op, ptr, &a.attributes);
 
-        if (cai_drv.pointer_get_attribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT,
-                                         (CUdeviceptr)(uintptr_t)ptr) ==
-                CUDA_SUCCESS &&
-            owner != NULL && cai_ctx_switch(&op, owner) == 0 &&
+        if (found < 0)
+            return cai_op_end(&op, err);
+        if (found > 0 &&
             cai_op_failed(&op, "cudaPointerGetAttributes",
-                      cai_rt.pointer_get_attributes(&a.attributes, ptr))) {
+                          cai_rt.pointer_get_attributes(&a.attributes,
+                                                        ptr))) {
             cai_ctx_restore(&op);
             return cai_op_end(&op, err);
         }

@@ -42,6 +42,8 @@ static const struct entry_point {
     ENTRY_POINT("cudaDriverGetVersion", driver_get_version),
     ENTRY_POINT("cudaGetLastError", get_last_error),
     ENTRY_POINT("cudaPeekAtLastError", peek_at_last_error),
+    ENTRY_POINT("cudaDeviceSynchronize", device_synchronize),
+    ENTRY_POINT("cudaStreamGetCaptureInfo", stream_get_capture_info),
 };
 
 
@@ -53,6 +55,11 @@ static const struct entry_point driver_entry_points[] = {
     DRIVER_ENTRY_POINT("cuCtxGetDevice", ctx_get_device),
     DRIVER_ENTRY_POINT("cuStreamGetCtx", stream_get_ctx),
     DRIVER_ENTRY_POINT("cuPointerGetAttribute", pointer_get_attribute),
+    DRIVER_ENTRY_POINT("cuPointerGetAttributes", pointer_get_attributes),
+    DRIVER_ENTRY_POINT("cuDevicePrimaryCtxGetState", primary_ctx_get_state),
+    DRIVER_ENTRY_POINT("cuDevicePrimaryCtxRetain", primary_ctx_retain),
+    /* The ABI of CUDA 11 and later; cuda.h maps the plain name to it. */
+    DRIVER_ENTRY_POINT("cuDevicePrimaryCtxRelease_v2", primary_ctx_release),
 };
 
 

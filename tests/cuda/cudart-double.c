@@ -19,57 +19,20 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
-#include "cudart-double.h"
+#include "double-internal.h"
 
 const struct cudart_double *cudart_double_controls(void);
 
-#define MAX_EVENTS 64
-#define MAX_POINTERS 16
-#define MAX_FAILURES 8
-#define MAX_STREAMS 16
-#define MAX_CONTEXTS (DOUBLE_DEVICE_COUNT + 8)
-
-struct context {
-    int made;
-    int device;
-    int primary;
-    int number; /* Cn for other contexts */
-};
-
-struct event {
-    int live;
-    int number; /* evN in the log */
-    struct context *context;
-    int captured; /* the capture id it was last recorded in, or 0 */
-    int host_waits;
-};
-
-struct stream {
-    long handle;
-    int live;
-    struct context *context; /* NULL: whatever is current */
-    int capture;             /* the capture id, 0 when not capturing */
-    int invalidated;
-    int joined; /* joined a capture through a wait, never joined back */
-};
-
-/* Every table is guarded by lock; per-thread state is thread-local. */
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-
-static struct context contexts[MAX_CONTEXTS];
+struct context contexts[MAX_CONTEXTS];
 static int other_contexts, primaries_created;
-static struct event events[MAX_EVENTS];
+struct event events[MAX_EVENTS];
 static int events_created;
-static struct stream streams[MAX_STREAMS];
-static int stream_count;
+struct stream streams[MAX_STREAMS];
+int stream_count;
+pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
-static struct {
-    const char *base;
-    size_t size;
-    int type, device;
-    const void *host_alias;
-} pointers[MAX_POINTERS];
-static int pointer_count;
+struct pointer pointers[MAX_POINTERS];
+int pointer_count;
 
 static struct {
     char call[48];
@@ -83,9 +46,13 @@ static size_t log_length;
 static int version = 0; /* 0: from the file's name, else 13000 */
 static int driver_version = -1; /* -1: from the environment, else 13000 */
 static int pageable_access;
+int concurrent_managed = 1;
+int cuda11_set_device;
+long call_count;
 
-static __thread struct context *current_ctx;
-static __thread int runtime_device;
+__thread struct context *current_ctx;
+__thread int runtime_device;
+__thread int set_device_pending; /* CUDA 11: cudaSetDevice not applied yet */
 static __thread cudaError_t last_error = cudaSuccess;
 
 static void append(const char *fmt, ...)
@@ -128,6 +95,7 @@ static cudaError_t injected(const char *call)
 static cudaError_t logged(cudaError_t rc, const char *call,
                           const char *result)
 {
+    call_count++;
     if (rc != cudaSuccess) {
         append("%s -> error %d\n", call, (int)rc);
         if (call[0] == 'c' && call[1] == 'u' && call[2] == 'd')
@@ -141,7 +109,7 @@ static cudaError_t logged(cudaError_t rc, const char *call,
 }
 
 /* Streams by the headers' names where they have one, else in hex. */
-static const char *stream_text(cudaStream_t stream, char buf[32])
+const char *stream_text(cudaStream_t stream, char buf[32])
 {
     if (stream == cudaStreamLegacy)
         snprintf(buf, 32, "cudaStreamLegacy");
@@ -197,7 +165,7 @@ static const char *wait_flags_text(unsigned flags, char buf[96])
     return flags_text(flags, bits, names, 1, "cudaEventWaitDefault", buf);
 }
 
-static const char *context_text(const struct context *c, char buf[16])
+const char *context_text(const struct context *c, char buf[16])
 {
     if (c == NULL)
         snprintf(buf, 16, "NULL");
@@ -208,7 +176,7 @@ static const char *context_text(const struct context *c, char buf[16])
     return buf;
 }
 
-static struct context *primary(int device)
+struct context *primary(int device)
 {
     struct context *c = &contexts[device];
 
@@ -221,7 +189,7 @@ static struct context *primary(int device)
     return c;
 }
 
-static struct context *known_context(const void *handle)
+struct context *known_context(const void *handle)
 {
     const struct context *c = handle;
 
@@ -231,14 +199,16 @@ static struct context *known_context(const void *handle)
 }
 
 /* What the runtime does before work that needs a context. */
-static struct context *need_context(void)
+struct context *need_context(void)
 {
-    if (current_ctx == NULL)
+    /* CUDA 11: the device cudaSetDevice chose takes over only now. */
+    if (current_ctx == NULL || set_device_pending)
         current_ctx = primary(runtime_device);
+    set_device_pending = 0;
     return current_ctx;
 }
 
-static struct stream *find_stream(cudaStream_t handle)
+struct stream *find_stream(cudaStream_t handle)
 {
     long value = (long)(intptr_t)handle;
     int i;
@@ -249,7 +219,7 @@ static struct stream *find_stream(cudaStream_t handle)
     return NULL;
 }
 
-static int is_default(cudaStream_t stream)
+int is_default(cudaStream_t stream)
 {
     return stream == NULL || stream == cudaStreamLegacy ||
            stream == cudaStreamPerThread;
@@ -257,20 +227,23 @@ static int is_default(cudaStream_t stream)
 
 /* The stream's context (NULL when unknown to the runtime) and table entry;
  * the runtime makes a context current for default and unknown streams. */
-static cudaError_t resolve(cudaStream_t stream, struct context **ctx,
+cudaError_t resolve(cudaStream_t stream, struct context **ctx,
                            struct stream **entry)
 {
     struct stream *s = is_default(stream) ? NULL : find_stream(stream);
+    char st[32];
 
     *entry = s;
-    if (s != NULL && !s->live)
+    if (s != NULL && !s->live) {
+        violation("use of destroyed stream %s", stream_text(stream, st));
         return cudaErrorInvalidResourceHandle;
+    }
     *ctx = s != NULL && s->context != NULL ? s->context : need_context();
     return cudaSuccess;
 }
 
 /* The event behind handle, or NULL when it is not one of ours or dead. */
-static struct event *live_event(cudaEvent_t handle)
+struct event *live_event(cudaEvent_t handle)
 {
     struct event *e = (struct event *)(void *)handle;
 
@@ -279,7 +252,7 @@ static struct event *live_event(cudaEvent_t handle)
     return e;
 }
 
-static const char *event_text(cudaEvent_t handle, char buf[32])
+const char *event_text(cudaEvent_t handle, char buf[32])
 {
     struct event *e = (struct event *)(void *)handle;
 
@@ -328,13 +301,13 @@ static int driver(void)
 /* Each entry point runs under the lock: enter() takes it and returns the
  * failure injected for call (or cudaSuccess); leave() logs the call with
  * its outcome, releases the lock and returns rc. */
-static cudaError_t enter(const char *call)
+cudaError_t enter(const char *call)
 {
     pthread_mutex_lock(&lock);
     return injected(call);
 }
 
-static cudaError_t leave(cudaError_t rc, const char *call, const char *result)
+cudaError_t leave(cudaError_t rc, const char *call, const char *result)
 {
     logged(rc, call, result);
     pthread_mutex_unlock(&lock);
@@ -343,10 +316,14 @@ static cudaError_t leave(cudaError_t rc, const char *call, const char *result)
 
 /* The live event behind handle; when there is none, a success in *rc
  * becomes the runtime's invalid-handle error. */
-static struct event *need_event(cudaEvent_t handle, cudaError_t *rc)
+struct event *need_event(cudaEvent_t handle, cudaError_t *rc)
 {
     struct event *e = live_event(handle);
+    char ev[32];
 
+    if (e == NULL && (struct event *)(void *)handle >= events &&
+        (struct event *)(void *)handle < events + MAX_EVENTS)
+        violation("use of destroyed event %s", event_text(handle, ev));
     if (*rc == cudaSuccess && e == NULL)
         *rc = cudaErrorInvalidResourceHandle;
     return e;
@@ -442,9 +419,13 @@ cudaError_t CUDARTAPI cudaSetDevice(int device)
         rc = cudaErrorInvalidDevice;
     if (rc == cudaSuccess) {
         /* CUDA 12+: the primary context is made current at once,
-         * replacing any other context current on the thread. */
+         * replacing any other context current on the thread; CUDA 11
+         * does so at the next call that needs a context. */
         runtime_device = device;
-        current_ctx = primary(device);
+        if (cuda11_set_device)
+            set_device_pending = 1;
+        else
+            current_ctx = primary(device);
     }
     snprintf(call, sizeof call, "cudaSetDevice(%d)", device);
     return leave(rc, call, NULL);
@@ -462,7 +443,9 @@ cudaError_t CUDARTAPI cudaDeviceGetAttribute(int *value,
         rc = cudaErrorInvalidDevice;
     if (rc == cudaSuccess)
         *value = attr == cudaDevAttrPageableMemoryAccess ? pageable_access
-                                                         : 0;
+                 : attr == cudaDevAttrConcurrentManagedAccess
+                     ? concurrent_managed
+                     : 0;
     snprintf(call, sizeof call, "cudaDeviceGetAttribute(%d, %d)", (int)attr,
              device);
     snprintf(result, sizeof result, "%d", rc == cudaSuccess ? *value : 0);
@@ -549,8 +532,11 @@ cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
         rc = cudaErrorInvalidResourceHandle;
     if (rc == cudaSuccess && s != NULL && s->invalidated)
         rc = cudaErrorStreamCaptureInvalidated;
-    if (rc == cudaSuccess)
+    if (rc == cudaSuccess) {
         e->captured = s != NULL ? s->capture : 0;
+        if (!graph_record(s, e))
+            tl_record(e, stream);
+    }
     snprintf(call, sizeof call, "cudaEventRecord(%s, %s)",
              event_text(event, ev), stream_text(stream, st));
     return leave(rc, call, e != NULL && e->captured ? "captured" : NULL);
@@ -589,6 +575,8 @@ cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t stream,
             s->joined = 1;
         }
     }
+    if (rc == cudaSuccess && !graph_wait(s, e))
+        tl_wait(stream, e);
     snprintf(call, sizeof call, "cudaStreamWaitEvent(%s, %s, %s)",
              stream_text(stream, st), event_text(event, ev),
              wait_flags_text(flags, fl));
@@ -605,8 +593,10 @@ cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event)
     e = need_event(event, &rc);
     if (rc == cudaSuccess && e->captured)
         rc = cudaErrorCapturedEvent;
-    if (rc == cudaSuccess)
+    if (rc == cudaSuccess) {
         e->host_waits++;
+        tl_host_wait_event(e);
+    }
     snprintf(call, sizeof call, "cudaEventSynchronize(%s)",
              event_text(event, ev));
     return leave(rc, call, NULL);
@@ -619,7 +609,7 @@ cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t event)
     char call[64], ev[32];
 
     rc = enter("cudaEventDestroy");
-    e = live_event(event);
+    e = need_event(event, &rc);
     snprintf(call, sizeof call, "cudaEventDestroy(%s)", event_text(event, ev));
     if (e == NULL) {
         rc = cudaErrorInvalidResourceHandle;
@@ -643,6 +633,8 @@ cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream)
         rc = resolve(stream, &ctx, &s);
     if (rc == cudaSuccess && s != NULL && s->capture != 0)
         rc = cudaErrorStreamCaptureUnsupported;
+    if (rc == cudaSuccess)
+        tl_host_wait_stream(stream);
     snprintf(call, sizeof call, "cudaStreamSynchronize(%s)",
              stream_text(stream, st));
     return leave(rc, call, NULL);
@@ -739,8 +731,11 @@ CUresult CUDAAPI cuStreamGetCtx(CUstream stream, CUcontext *pctx)
     rc = enter("cuStreamGetCtx");
     s = is_default((cudaStream_t)stream) ? NULL
                                          : find_stream((cudaStream_t)stream);
-    if (rc == cudaSuccess && s != NULL && !s->live)
+    if (rc == cudaSuccess && s != NULL && !s->live) {
+        violation("use of destroyed stream %s",
+                  stream_text((cudaStream_t)stream, st));
         rc = (cudaError_t)CUDA_ERROR_INVALID_HANDLE;
+    }
     if (rc == cudaSuccess) {
         /* The driver does not create contexts for a default stream. */
         c = s != NULL && s->context != NULL ? s->context : current_ctx;
@@ -754,32 +749,109 @@ CUresult CUDAAPI cuStreamGetCtx(CUstream stream, CUcontext *pctx)
     return (CUresult)leave(rc, call, context_text(c, cx));
 }
 
+static const char *attribute_text(CUpointer_attribute attribute)
+{
+    switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+        return "CU_POINTER_ATTRIBUTE_CONTEXT";
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        return "CU_POINTER_ATTRIBUTE_MEMORY_TYPE";
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        return "CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL";
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+        return "CU_POINTER_ATTRIBUTE_IS_MANAGED";
+    default:
+        return "?";
+    }
+}
+
+/* One attribute of ptr as the driver gives it, needing no context: memory
+ * CUDA does not know is CUDA_ERROR_INVALID_VALUE; pool memory belongs to
+ * no context (NULL). */
+static CUresult attribute_of(CUpointer_attribute attribute, const void *ptr,
+                             void *data, char result[16])
+{
+    const struct pointer *p = find_pointer(ptr);
+    struct context *c;
+    int device;
+
+    if (p == NULL || p->type == DOUBLE_UNREGISTERED)
+        return CUDA_ERROR_INVALID_VALUE;
+    device = p->device < 0 ? 0 : p->device;
+    switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+        c = p->pool ? NULL : primary(device);
+        *(CUcontext *)data = (CUcontext)(void *)c;
+        context_text(c, result);
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *(unsigned *)data = p->type == DOUBLE_PINNED ? CU_MEMORYTYPE_HOST
+                                                     : CU_MEMORYTYPE_DEVICE;
+        snprintf(result, 16, "%u", *(unsigned *)data);
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        *(int *)data = device;
+        snprintf(result, 16, "%d", device);
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+        *(unsigned *)data = p->type == DOUBLE_MANAGED;
+        snprintf(result, 16, "%u", *(unsigned *)data);
+        return CUDA_SUCCESS;
+    default:
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+}
+
 CUresult CUDAAPI cuPointerGetAttribute(void *data,
                                        CUpointer_attribute attribute,
                                        CUdeviceptr ptr)
 {
     cudaError_t rc;
-    const char *p = (const char *)(uintptr_t)ptr;
-    struct context *c = NULL;
-    char call[96], cx[16];
-    int i;
+    char call[96], result[16] = "";
 
     rc = enter("cuPointerGetAttribute");
-    if (rc == cudaSuccess && attribute != CU_POINTER_ATTRIBUTE_CONTEXT)
-        rc = (cudaError_t)CUDA_ERROR_NOT_SUPPORTED;
-    for (i = 0; rc == cudaSuccess && i < pointer_count; i++)
-        if (p >= pointers[i].base &&
-            (size_t)(p - pointers[i].base) < pointers[i].size &&
-            pointers[i].type != DOUBLE_UNREGISTERED)
-            c = primary(pointers[i].device < 0 ? 0 : pointers[i].device);
-    if (rc == cudaSuccess && c == NULL)
-        rc = (cudaError_t)CUDA_ERROR_INVALID_VALUE;
     if (rc == cudaSuccess)
-        *(CUcontext *)data = (CUcontext)(void *)c;
-    snprintf(call, sizeof call,
-             "cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_CONTEXT, %p)",
-             (const void *)p);
-    return (CUresult)leave(rc, call, c != NULL ? context_text(c, cx) : NULL);
+        rc = (cudaError_t)attribute_of(attribute,
+                                       (const void *)(uintptr_t)ptr, data,
+                                       result);
+    snprintf(call, sizeof call, "cuPointerGetAttribute(%s, %p)",
+             attribute_text(attribute), (const void *)(uintptr_t)ptr);
+    return (CUresult)leave(rc, call, result[0] != '\0' ? result : NULL);
+}
+
+/* Unlike the single query, memory CUDA does not know is no error: its
+ * attributes read as zeros. */
+CUresult CUDAAPI cuPointerGetAttributes(unsigned count,
+                                        CUpointer_attribute *attributes,
+                                        void **data, CUdeviceptr ptr)
+{
+    cudaError_t rc;
+    char call[96], result[96] = "", one[16];
+    size_t used = 0;
+    unsigned i;
+
+    rc = enter("cuPointerGetAttributes");
+    for (i = 0; rc == cudaSuccess && i < count; i++) {
+        CUresult r = attribute_of(attributes[i],
+                                  (const void *)(uintptr_t)ptr, data[i], one);
+
+        if (r == CUDA_ERROR_INVALID_VALUE) {
+            /* Every attribute caibridge asks for fits in 8 bytes. */
+            memset(data[i], 0, attributes[i] == CU_POINTER_ATTRIBUTE_CONTEXT
+                                   ? sizeof(CUcontext)
+                                   : sizeof(int));
+            snprintf(one, sizeof one, "0");
+        } else if (r != CUDA_SUCCESS) {
+            rc = (cudaError_t)r;
+        }
+        used += (size_t)snprintf(result + used, sizeof result - used, "%s%s",
+                                 i ? " " : "", one);
+        if (used >= sizeof result)
+            used = sizeof result - 1;
+    }
+    snprintf(call, sizeof call, "cuPointerGetAttributes(%u, %p)", count,
+             (const void *)(uintptr_t)ptr);
+    return (CUresult)leave(rc, call, result);
 }
 
 /* ---- Control side ---- */
@@ -788,7 +860,13 @@ static void reset(void)
 {
     int i;
 
+    tl_reset(); /* drains first, without the lock */
     pthread_mutex_lock(&lock);
+    graph_reset();
+    concurrent_managed = 1;
+    cuda11_set_device = 0;
+    set_device_pending = 0;
+    call_count = 0;
     for (i = 0; i < MAX_EVENTS; i++)
         events[i].host_waits = 0;
     log_length = 0;
@@ -823,8 +901,20 @@ static int current_device(void)
     return current_ctx != NULL ? current_ctx->device : runtime_device;
 }
 
-static void add_allocation(const void *base, size_t size, int type,
-                           int device, const void *host_alias)
+struct pointer *find_pointer(const void *ptr)
+{
+    const char *p = ptr;
+    int i;
+
+    for (i = pointer_count - 1; i >= 0; i--)
+        if (p >= pointers[i].base &&
+            (size_t)(p - pointers[i].base) < pointers[i].size)
+            return &pointers[i];
+    return NULL;
+}
+
+void add_pointer(const void *base, size_t size, int type, int device,
+                 const void *host_alias, int pool)
 {
     pthread_mutex_lock(&lock);
     if (pointer_count < MAX_POINTERS) {
@@ -833,9 +923,16 @@ static void add_allocation(const void *base, size_t size, int type,
         pointers[pointer_count].type = type;
         pointers[pointer_count].device = device;
         pointers[pointer_count].host_alias = host_alias;
+        pointers[pointer_count].pool = pool;
         pointer_count++;
     }
     pthread_mutex_unlock(&lock);
+}
+
+static void add_allocation(const void *base, size_t size, int type,
+                           int device, const void *host_alias)
+{
+    add_pointer(base, size, type, device, host_alias, 0);
 }
 
 static void set_pointer(const void *ptr, int type, int device)
@@ -990,6 +1087,7 @@ static int end_capture(long handle)
                 streams[i].joined = 0;
             }
         }
+        s->ended = s->capture;
         s->capture = 0;
         s->invalidated = 0;
     }
@@ -1067,6 +1165,23 @@ static const struct cudart_double controls = {
     set_pending_error,
     host_waits,
     fail_after,
+    timeline_on,
+    gate_new,
+    gate_open,
+    gate_open_on_host_wait,
+    launch_fill,
+    launch_copy,
+    drain,
+    stream_create,
+    violations,
+    violation_log,
+    calls,
+    add_pool_allocation,
+    set_cuda11_set_device,
+    set_concurrent_managed_access,
+    host_read,
+    instantiate,
+    replay,
 };
 
 const struct cudart_double *cudart_double_controls(void)

@@ -5,7 +5,8 @@
  * already loaded); a test dlopens the same file, which gives it the same
  * instance, and drives it through these functions.  It also exports the few
  * driver entry points caibridge uses (cuInit, cuCtxGetCurrent,
- * cuCtxSetCurrent, cuCtxGetDevice, cuStreamGetCtx), so one file stands for
+ * cuCtxSetCurrent, cuCtxGetDevice, cuStreamGetCtx, cuPointerGetAttribute(s),
+ * cuDevicePrimaryCtx*), so one file stands for
  * libcudart and libcuda.  Every call is logged as one line:
  *
  *   name(arguments)               the call succeeded
@@ -118,6 +119,67 @@ struct cudart_double {
     int (*host_waits)(void);
     /* Like fail, but the first skip such calls still succeed. */
     void (*fail_after)(const char *call, int error, int skip);
+
+    /* ---- The timeline (timeline.c, double-graph.c) ---- */
+    /* Makes streams run in time from now on: each stream (1, 2 and every
+     * handle) runs its queued work in order on its own worker thread.
+     * Off at start, so the older call-log tests are unchanged.  Stream 2
+     * is one queue for all threads. */
+    void (*timeline_on)(void);
+    /* A gate, closed: a kernel that names it waits until it opens.
+     * gate_open first lets every stream run as far as it can while the
+     * gate is closed, so a consumer's unordered read has happened by then
+     * (the race shows every time, not by the scheduler's chance). */
+    int (*gate_new)(void);
+    void (*gate_open)(int gate);
+    /* A gate that opens by itself when any host thread blocks in
+     * cudaEventSynchronize / cudaStreamSynchronize / cudaDeviceSynchronize
+     * (so a correct host wait never deadlocks a single-threaded test). */
+    void (*gate_open_on_host_wait)(int gate);
+    /* "Kernels" queued on stream: when the stream reaches it, wait for gate
+     * (0: no gate), then fill size bytes at dst with value / copy size bytes
+     * from src to dst.  dst/src are host memory the test registered as
+     * device, pinned or managed memory with add_allocation.  With the
+     * timeline off they run at once. */
+    void (*launch_fill)(long stream, void *dst, size_t size, int value,
+                        int gate);
+    void (*launch_copy)(long stream, void *dst, const void *src, size_t size,
+                        int gate);
+    /* Waits until every stream's queue is empty (gates still closed count
+     * as a violation after 10 s, then open, so a test cannot hang). */
+    void (*drain)(void);
+    /* A fresh live stream on device's primary context (as
+     * cudaStreamCreate), handle > 0x1000, never reused.  Destroy with
+     * destroy_stream.  Any later use of a destroyed handle by any entry
+     * point is a violation. */
+    long (*stream_create)(int device);
+    /* Violations since the last reset (use of a destroyed stream or event,
+     * a host read of managed memory on a concurrentManagedAccess=0 device
+     * while a kernel runs, a replayed graph node whose event is destroyed,
+     * a host wait that did not finish in 10 s ...): count, and a text of
+     * one line each. */
+    int (*violations)(void);
+    const char *(*violation_log)(void);
+    /* Runtime + driver entry-point calls since the last reset. */
+    long (*calls)(void);
+    /* Pool memory (cudaMallocAsync): cuPointerGetAttribute(CONTEXT) gives
+     * NULL, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL and MEMORY_TYPE answer. */
+    void (*add_pool_allocation)(const void *base, size_t size, int device);
+    /* CUDA 11 behaviour of cudaSetDevice (the primary context becomes
+     * current only at the next call that needs one). */
+    void (*set_cuda11_set_device)(int on);
+    /* cudaDevAttrConcurrentManagedAccess of every device (1 at start). */
+    void (*set_concurrent_managed_access)(int value);
+    /* Declares that the host reads [ptr, ptr+size) now: a violation when it
+     * is managed memory, concurrentManagedAccess is 0 and a kernel is
+     * running or queued on any stream. */
+    void (*host_read)(const void *ptr, size_t size);
+    /* Graph capture: the capture last ended on handle (its id, 0: none),
+     * replayed on stream: its kernels, records and waits on events from
+     * outside run again; a node naming a destroyed event is a violation
+     * (and replay returns cudaErrorInvalidResourceHandle). */
+    long (*instantiate)(long handle);
+    int (*replay)(long graph, long stream);
 };
 
 #endif

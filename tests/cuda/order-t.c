@@ -234,19 +234,22 @@ static void other_device_cases(void)
     is_string("cudaPeekAtLastError() = 0\n"
               "cuCtxGetCurrent() = P0\n"
               "cuCtxGetDevice() = 0\n"
-              "cudaSetDevice(1)\n"
-              "cuCtxGetCurrent() = P1\n"
+              "cuDevicePrimaryCtxGetState(1) = active\n"
+              "cuDevicePrimaryCtxRetain(1) = P1\n"
+              "cuCtxSetCurrent(P1)\n"
               "cudaStreamIsCapturing(cudaStreamLegacy) = 0\n"
               "cudaEventCreateWithFlags(cudaEventDisableTiming) = ev1 on P1\n"
               "cudaEventRecord(ev1, cudaStreamLegacy)\n"
               "cudaStreamIsCapturing(0x6000) = 0\n"
               "cudaStreamWaitEvent(0x6000, ev1, cudaEventWaitDefault)\n"
               "cudaEventDestroy(ev1)\n"
-              "cuCtxSetCurrent(P0)\n",
+              "cuCtxSetCurrent(P0)\n"
+              "cuDevicePrimaryCtxRelease(1)\n",
               cuda->log(), "legacy stream: the data's device's stream, then "
               "the caller's context again");
 
     cuda->reset();
+    cuda->add_stream(0x7300, 3); /* device 3's primary context is active */
     cuda->fail("cudaEventRecord", cudaErrorInvalidValue);
     rc = order_before_consumer(CAI_STREAM_LEGACY, kDLCUDA, 3, &err);
     is_int(CAI_ECUDA, rc, "failing record on device 3: CAI_ECUDA");
@@ -261,7 +264,7 @@ static void other_device_cases(void)
     rc = order_before_consumer(CAI_STREAM_LEGACY, kDLCUDA, 9, &err);
     is_int(CAI_ECUDA, rc, "data on a device that does not exist: "
            "CAI_ECUDA");
-    contains(err.message, "cudaSetDevice failed",
+    contains(err.message, "cuDevicePrimaryCtxGetState failed",
              "no such device: the message names the call");
     ok(strstr(cuda->log(), "cudaEventCreate") == NULL,
        "no such device: no event is created");
@@ -344,12 +347,15 @@ static void synchronize_cases(void)
     rc = cai_cuda_stream_synchronize(PRODUCER_STREAM, &err);
     is_int(CAI_OK, rc, "synchronize: success");
     is_string("cudaPeekAtLastError() = 0\n"
+              "cuCtxGetCurrent() = P0\n"
               "cudaStreamSynchronize(0x5000)\n", cuda->log(),
-              "synchronize: one call on the stream handle");
+              "synchronize: one call on the stream handle, in the current "
+              "context");
 
     cuda->reset();
     rc = cai_cuda_stream_synchronize(CAI_STREAM_LEGACY, &err);
     is_string("cudaPeekAtLastError() = 0\n"
+              "cuCtxGetCurrent() = P0\n"
               "cudaStreamSynchronize(cudaStreamLegacy)\n", cuda->log(),
               "synchronize legacy: handle 1, never NULL");
 

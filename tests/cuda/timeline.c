@@ -1,0 +1,700 @@
+/*
+ * The runtime double's timeline: once timeline_on() is called, each stream
+ * runs its queued work in order on a worker thread of its own.  Events
+ * complete when their stream reaches them, a stream wait holds its queue
+ * until the event completes, host waits block.  "Kernels" fill or copy
+ * host-backed memory once their gate opens, so the test, not a clock,
+ * decides when work finishes.  Also the violations (rules of CUDA the code
+ * under test broke) and the entry points that only the timeline needs.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "double-internal.h"
+
+#define MAX_QUEUES 64
+#define MAX_GATES 256
+/* A wait that takes this long is a deadlock or a missing gate_open. */
+#define STUCK_SECONDS 10
+
+enum { OP_KERNEL, OP_MARK, OP_WAIT };
+
+struct op {
+    int kind;
+    struct work work; /* OP_KERNEL */
+    int wait_queue; /* OP_WAIT: until that queue has done wait_position */
+    long wait_position;
+    struct op *next;
+};
+
+struct queue {
+    long handle;
+    int used, started;
+    struct op *head, *tail;
+    long queued, done;
+    pthread_t worker;
+};
+
+int timeline;
+static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
+static struct queue queues[MAX_QUEUES];
+static struct {
+    int open, on_host_wait;
+} gates[MAX_GATES];
+static int gate_count;
+static int busy;    /* kernels queued or running */
+static int stopping; /* the library is unloading: workers end */
+static long next_handle = 0x10000;
+static char violation_text[8192];
+static size_t violation_length;
+static long violation_count;
+
+void violation(const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    violation_count++;
+    if (violation_length >= sizeof violation_text - 2)
+        return;
+    va_start(ap, fmt);
+    n = vsnprintf(violation_text + violation_length,
+                  sizeof violation_text - violation_length - 1, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        violation_length += (size_t)n;
+    if (violation_length > sizeof violation_text - 2)
+        violation_length = sizeof violation_text - 2;
+    violation_text[violation_length++] = '\n';
+    violation_text[violation_length] = '\0';
+}
+
+/* Waits on changed (lock held) until the deadline; 0 once it passed. */
+static int wait_until(const struct timespec *deadline)
+{
+    return pthread_cond_timedwait(&changed, &lock, deadline) != ETIMEDOUT;
+}
+
+static struct timespec deadline_from_now(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_sec += STUCK_SECONDS;
+    return t;
+}
+
+/* A host thread blocks: the gates that open then open. */
+static void host_blocks(void)
+{
+    int i;
+
+    for (i = 0; i < gate_count; i++)
+        if (gates[i].on_host_wait)
+            gates[i].open = 1;
+    pthread_cond_broadcast(&changed);
+}
+
+static void run_work(const struct work *w)
+{
+    if (w->fn != NULL)
+        w->fn(w->arg);
+    else if (w->src != NULL)
+        memmove(w->dst, w->src, w->size);
+    else if (w->dst != NULL)
+        memset(w->dst, w->value, w->size);
+}
+
+/* Runs queue's op at its head (lock held; released around the work). */
+static void run_head(struct queue *q)
+{
+    struct op *op = q->head;
+    struct timespec deadline = deadline_from_now();
+    int g = op->work.gate;
+    int *gate = g > 0 && g <= gate_count ? &gates[g - 1].open : NULL;
+
+    while (op->kind == OP_WAIT &&
+           queues[op->wait_queue].done < op->wait_position) {
+        if (!wait_until(&deadline)) {
+            violation("stream 0x%lx waited %d s for an event", q->handle,
+                      STUCK_SECONDS);
+            break;
+        }
+    }
+    while (gate != NULL && !*gate) {
+        if (!wait_until(&deadline)) {
+            violation("stream 0x%lx: gate %d still closed after %d s",
+                      q->handle, g, STUCK_SECONDS);
+            *gate = 1;
+        }
+    }
+    if (op->kind == OP_KERNEL) {
+        pthread_mutex_unlock(&lock);
+        run_work(&op->work);
+        pthread_mutex_lock(&lock);
+        busy -= op->work.fn == NULL;
+    }
+    q->head = op->next;
+    if (q->head == NULL)
+        q->tail = NULL;
+    q->done++;
+    free(op);
+    pthread_cond_broadcast(&changed);
+}
+
+static void *worker(void *arg)
+{
+    struct queue *q = arg;
+
+    pthread_mutex_lock(&lock);
+    for (;;) {
+        while (!stopping && q->head == NULL)
+            pthread_cond_wait(&changed, &lock);
+        if (q->head == NULL)
+            break;
+        run_head(q);
+    }
+    pthread_mutex_unlock(&lock);
+    return NULL;
+}
+
+/* The queue of stream (NULL is the legacy stream), made on first use. */
+static int queue_of(cudaStream_t stream)
+{
+    long handle = stream == NULL ? 1 : (long)(intptr_t)stream;
+    int i, free_slot = -1;
+
+    for (i = 0; i < MAX_QUEUES; i++) {
+        if (queues[i].used && queues[i].handle == handle)
+            return i;
+        if (!queues[i].used && free_slot < 0)
+            free_slot = i;
+    }
+    if (free_slot < 0) {
+        violation("more than %d streams on the timeline", MAX_QUEUES);
+        free_slot = 0;
+    }
+    queues[free_slot].used = 1;
+    queues[free_slot].handle = handle;
+    if (!queues[free_slot].started &&
+        pthread_create(&queues[free_slot].worker, NULL, worker,
+                       &queues[free_slot]) == 0)
+        queues[free_slot].started = 1;
+    return free_slot;
+}
+
+/* Appends op to stream's queue; its position there. */
+static long enqueue(cudaStream_t stream, struct op *op)
+{
+    struct queue *q = &queues[queue_of(stream)];
+
+    op->next = NULL;
+    if (q->tail != NULL)
+        q->tail->next = op;
+    else
+        q->head = op;
+    q->tail = op;
+    pthread_cond_broadcast(&changed);
+    return ++q->queued;
+}
+
+static struct op *new_op(int kind)
+{
+    struct op *op = calloc(1, sizeof *op);
+
+    if (op == NULL)
+        abort();
+    op->kind = kind;
+    return op;
+}
+
+void tl_record(struct event *e, cudaStream_t stream)
+{
+    e->queue = -1;
+    if (!timeline)
+        return;
+    e->queue = queue_of(stream);
+    e->position = enqueue(stream, new_op(OP_MARK));
+}
+
+void tl_wait(cudaStream_t stream, const struct event *e)
+{
+    struct op *op;
+
+    if (!timeline || e->queue < 0)
+        return;
+    op = new_op(OP_WAIT);
+    op->wait_queue = e->queue;
+    op->wait_position = e->position;
+    enqueue(stream, op);
+}
+
+/* Blocks (lock released meanwhile) until queue has done position. */
+static void host_wait(int queue, long position, const char *what)
+{
+    struct timespec deadline = deadline_from_now();
+
+    host_blocks();
+    while (queues[queue].done < position)
+        if (!wait_until(&deadline)) {
+            violation("a host wait on %s did not finish in %d s", what,
+                      STUCK_SECONDS);
+            return;
+        }
+}
+
+void tl_host_wait_event(const struct event *e)
+{
+    if (timeline && e->queue >= 0)
+        host_wait(e->queue, e->position, "an event");
+}
+
+void tl_host_wait_stream(cudaStream_t stream)
+{
+    int q;
+
+    if (!timeline)
+        return;
+    q = queue_of(stream);
+    host_wait(q, queues[q].queued, "a stream");
+}
+
+static void host_wait_all(void)
+{
+    int i;
+
+    for (i = 0; timeline && i < MAX_QUEUES; i++)
+        if (queues[i].used)
+            host_wait(i, queues[i].queued, "the device");
+}
+
+void tl_launch(cudaStream_t stream, const struct work *work)
+{
+    struct op *op;
+
+    if (!timeline) {
+        /* Without time, work is done when it is queued. */
+        pthread_mutex_unlock(&lock);
+        run_work(work);
+        pthread_mutex_lock(&lock);
+        return;
+    }
+    op = new_op(OP_KERNEL);
+    op->work = *work;
+    busy += work->fn == NULL;
+    enqueue(stream, op);
+}
+
+static void drain_locked(void)
+{
+    struct timespec deadline = deadline_from_now();
+    int i, again = 1, reported = 0;
+
+    while (again) {
+        again = 0;
+        for (i = 0; i < MAX_QUEUES; i++)
+            if (queues[i].used && queues[i].done < queues[i].queued)
+                again = 1;
+        if (again && !wait_until(&deadline)) {
+            if (reported)
+                break;
+            violation("drain: work still queued after %d s (a gate never "
+                      "opened?)", STUCK_SECONDS);
+            reported = 1;
+            for (i = 0; i < gate_count; i++)
+                gates[i].open = 1;
+            pthread_cond_broadcast(&changed);
+            deadline = deadline_from_now();
+        }
+    }
+}
+
+void tl_reset(void)
+{
+    int i;
+
+    pthread_mutex_lock(&lock);
+    drain_locked();
+    timeline = 0;
+    for (i = 0; i < MAX_QUEUES; i++) {
+        queues[i].used = 0;
+        queues[i].queued = queues[i].done = 0;
+    }
+    for (i = 0; i < MAX_EVENTS; i++)
+        events[i].queue = -1;
+    gate_count = 0;
+    busy = 0;
+    violation_count = 0;
+    violation_length = 0;
+    violation_text[0] = '\0';
+    pthread_mutex_unlock(&lock);
+}
+
+/* The workers end with the library, so leak checkers see no thread. */
+__attribute__((destructor)) static void stop_workers(void)
+{
+    int i;
+
+    pthread_mutex_lock(&lock);
+    stopping = 1;
+    pthread_cond_broadcast(&changed);
+    pthread_mutex_unlock(&lock);
+    for (i = 0; i < MAX_QUEUES; i++)
+        if (queues[i].started)
+            pthread_join(queues[i].worker, NULL);
+}
+
+long tl_stream_create(int device)
+{
+    long handle = next_handle;
+
+    if (stream_count >= MAX_STREAMS) {
+        violation("more than %d streams", MAX_STREAMS);
+        return 0;
+    }
+    next_handle += 0x100; /* never reused: a stale handle stays stale */
+    memset(&streams[stream_count], 0, sizeof streams[stream_count]);
+    streams[stream_count].handle = handle;
+    streams[stream_count].live = 1;
+    streams[stream_count].context = primary(device);
+    stream_count++;
+    return handle;
+}
+
+/* ---- Entry points only the timeline needs ---- */
+
+cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t *stream)
+{
+    cudaError_t rc = enter("cudaStreamCreate");
+    char result[32];
+    long handle = 0;
+
+    if (rc == cudaSuccess) {
+        handle = tl_stream_create(need_context()->device);
+        *stream = (cudaStream_t)(intptr_t)handle;
+    }
+    snprintf(result, sizeof result, "0x%lx", handle);
+    return leave(rc, "cudaStreamCreate()", result);
+}
+
+/* An entry point's start when it names a stream: the lock taken, the
+ * injected failure or the stream's (*s: its table entry, or NULL), and
+ * call formatted as "name(stream)". */
+static cudaError_t enter_on(const char *name, cudaStream_t stream,
+                            struct stream **s, char call[64])
+{
+    cudaError_t rc = enter(name);
+    struct context *ctx;
+    char st[32];
+
+    *s = NULL;
+    if (rc == cudaSuccess)
+        rc = resolve(stream, &ctx, s);
+    snprintf(call, 64, "%s(%s)", name, stream_text(stream, st));
+    return rc;
+}
+
+cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream)
+{
+    struct stream *s;
+    char call[64];
+    cudaError_t rc = enter_on("cudaStreamDestroy", stream, &s, call);
+
+    if (rc == cudaSuccess && s == NULL)
+        rc = cudaErrorInvalidResourceHandle;
+    if (rc == cudaSuccess)
+        s->live = 0; /* its queued work still runs, as in CUDA */
+    return leave(rc, call, NULL);
+}
+
+cudaError_t CUDARTAPI cudaDeviceSynchronize(void)
+{
+    cudaError_t rc = enter("cudaDeviceSynchronize");
+
+    if (rc == cudaSuccess) {
+        need_context();
+        host_wait_all();
+    }
+    return leave(rc, "cudaDeviceSynchronize()", NULL);
+}
+
+cudaError_t CUDARTAPI cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn,
+                                         void *data)
+{
+    struct stream *s;
+    char call[64];
+    cudaError_t rc = enter_on("cudaLaunchHostFunc", stream, &s, call);
+
+    if (rc == cudaSuccess) {
+        struct work work = {NULL, NULL, 0, 0, 0, fn, data};
+
+        if (!graph_launch(s, &work))
+            tl_launch(stream, &work);
+    }
+    return leave(rc, call, NULL);
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice device, unsigned *flags,
+                                            int *active)
+{
+    cudaError_t rc = enter("cuDevicePrimaryCtxGetState");
+    char call[48], result[16];
+    int on = 0;
+
+    if (rc == cudaSuccess && (device < 0 || device >= DOUBLE_DEVICE_COUNT))
+        rc = (cudaError_t)CUDA_ERROR_INVALID_DEVICE;
+    if (rc == cudaSuccess) {
+        on = contexts[device].made;
+        *flags = 0;
+        *active = on;
+    }
+    snprintf(call, sizeof call, "cuDevicePrimaryCtxGetState(%d)", device);
+    snprintf(result, sizeof result, "%s", on ? "active" : "inactive");
+    return (CUresult)leave(rc, call, result);
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *context, CUdevice device)
+{
+    cudaError_t rc = enter("cuDevicePrimaryCtxRetain");
+    char call[48], cx[16] = "";
+
+    if (rc == cudaSuccess && (device < 0 || device >= DOUBLE_DEVICE_COUNT))
+        rc = (cudaError_t)CUDA_ERROR_INVALID_DEVICE;
+    if (rc == cudaSuccess) {
+        *context = (CUcontext)(void *)primary(device);
+        context_text(primary(device), cx);
+    }
+    snprintf(call, sizeof call, "cuDevicePrimaryCtxRetain(%d)", device);
+    return (CUresult)leave(rc, call, cx[0] != '\0' ? cx : NULL);
+}
+
+/* cuda.h names the current ABI cuDevicePrimaryCtxRelease_v2. */
+CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice device)
+{
+    cudaError_t rc = enter("cuDevicePrimaryCtxRelease");
+    char call[48];
+
+    if (rc == cudaSuccess && (device < 0 || device >= DOUBLE_DEVICE_COUNT))
+        rc = (cudaError_t)CUDA_ERROR_INVALID_DEVICE;
+    snprintf(call, sizeof call, "cuDevicePrimaryCtxRelease(%d)", device);
+    return (CUresult)leave(rc, call, NULL);
+}
+
+/* The CUDA 13 arguments; the double reports 13.0 unless told otherwise,
+ * and only the first three are read. */
+cudaError_t CUDARTAPI cudaStreamGetCaptureInfo(
+    cudaStream_t stream, enum cudaStreamCaptureStatus *status,
+    unsigned long long *id, cudaGraph_t *graph,
+    const cudaGraphNode_t **dependencies, const cudaGraphEdgeData **edges,
+    size_t *count)
+{
+    struct stream *s;
+    char call[64], result[32] = "";
+    cudaError_t rc = enter_on("cudaStreamGetCaptureInfo", stream, &s, call);
+
+    (void)graph, (void)dependencies, (void)edges, (void)count;
+    if (rc == cudaSuccess) {
+        *status = s == NULL || s->capture == 0
+                      ? cudaStreamCaptureStatusNone
+                  : s->invalidated ? cudaStreamCaptureStatusInvalidated
+                                   : cudaStreamCaptureStatusActive;
+        if (id != NULL)
+            *id = s != NULL ? (unsigned long long)s->capture : 0;
+        snprintf(result, sizeof result, "%d id %d", (int)*status,
+                 s != NULL ? s->capture : 0);
+    }
+    return leave(rc, call, result[0] != '\0' ? result : NULL);
+}
+
+/* ---- Controls ---- */
+
+static void set_locked(int *setting, int value);
+
+void timeline_on(void)
+{
+    set_locked(&timeline, 1);
+}
+
+int gate_new(void)
+{
+    int gate = 0;
+
+    pthread_mutex_lock(&lock);
+    if (gate_count < MAX_GATES) {
+        gates[gate_count].open = 0;
+        gates[gate_count].on_host_wait = 0;
+        gate = ++gate_count;
+    } else {
+        violation("more than %d gates", MAX_GATES);
+    }
+    pthread_mutex_unlock(&lock);
+    return gate;
+}
+
+/* Whether queue q can make no progress now: empty, or its head waits on
+ * an event not complete yet or on a closed gate. */
+static int stalled(const struct queue *q)
+{
+    const struct op *op = q->head;
+
+    if (op == NULL)
+        return 1;
+    if (op->kind == OP_WAIT)
+        return queues[op->wait_queue].done < op->wait_position;
+    return op->work.gate > 0 && op->work.gate <= gate_count &&
+           !gates[op->work.gate - 1].open;
+}
+
+/* Lets every stream run as far as it can before a gate opens, so what
+ * runs before the gate's kernel does not depend on the scheduler. */
+static void settle(void)
+{
+    struct timespec deadline = deadline_from_now();
+    int i, busy_queue = 1;
+
+    while (busy_queue) {
+        busy_queue = 0;
+        for (i = 0; i < MAX_QUEUES; i++)
+            if (queues[i].used && !stalled(&queues[i]))
+                busy_queue = 1;
+        if (busy_queue && !wait_until(&deadline)) {
+            violation("gate_open: streams still running after %d s",
+                      STUCK_SECONDS);
+            return;
+        }
+    }
+}
+
+static void set_gate(int gate, int open, int on_host_wait)
+{
+    pthread_mutex_lock(&lock);
+    if (open)
+        settle();
+    if (gate > 0 && gate <= gate_count) {
+        gates[gate - 1].open |= open;
+        gates[gate - 1].on_host_wait |= on_host_wait;
+        pthread_cond_broadcast(&changed);
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+void gate_open(int gate)
+{
+    set_gate(gate, 1, 0);
+}
+
+void gate_open_on_host_wait(int gate)
+{
+    set_gate(gate, 0, 1);
+}
+
+static void launch(long stream, void *dst, const void *src, size_t size,
+                   int value, int gate)
+{
+    cudaStream_t handle = (cudaStream_t)(intptr_t)stream;
+    struct work work = {dst, src, size, value, gate, NULL, NULL};
+    struct stream *s;
+
+    pthread_mutex_lock(&lock);
+    s = is_default(handle) ? NULL : find_stream(handle);
+    if (s != NULL && !s->live)
+        violation("a kernel launched on destroyed stream 0x%lx", stream);
+    if (!graph_launch(s, &work))
+        tl_launch(handle, &work);
+    pthread_mutex_unlock(&lock);
+}
+
+void launch_fill(long stream, void *dst, size_t size, int value, int gate)
+{
+    launch(stream, dst, NULL, size, value, gate);
+}
+
+void launch_copy(long stream, void *dst, const void *src, size_t size,
+                 int gate)
+{
+    launch(stream, dst, src, size, 0, gate);
+}
+
+void drain(void)
+{
+    pthread_mutex_lock(&lock);
+    drain_locked();
+    pthread_mutex_unlock(&lock);
+}
+
+long stream_create(int device)
+{
+    long handle;
+
+    pthread_mutex_lock(&lock);
+    handle = tl_stream_create(device);
+    pthread_mutex_unlock(&lock);
+    return handle;
+}
+
+static long read_locked(const long *value)
+{
+    long n;
+
+    pthread_mutex_lock(&lock);
+    n = *value;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+int violations(void)
+{
+    return (int)read_locked(&violation_count);
+}
+
+const char *violation_log(void)
+{
+    return violation_text;
+}
+
+long calls(void)
+{
+    return read_locked(&call_count);
+}
+
+void add_pool_allocation(const void *base, size_t size, int device)
+{
+    add_pointer(base, size, DOUBLE_DEVICE, device, NULL, 1);
+}
+
+static void set_locked(int *setting, int value)
+{
+    pthread_mutex_lock(&lock);
+    *setting = value;
+    pthread_mutex_unlock(&lock);
+}
+
+void set_cuda11_set_device(int on)
+{
+    set_locked(&cuda11_set_device, on);
+}
+
+void set_concurrent_managed_access(int value)
+{
+    set_locked(&concurrent_managed, value);
+}
+
+void host_read(const void *ptr, size_t size)
+{
+    const struct pointer *p;
+
+    (void)size; /* the first byte tells which allocation */
+    pthread_mutex_lock(&lock);
+    p = find_pointer(ptr);
+    if (p != NULL && p->type == DOUBLE_MANAGED && !concurrent_managed &&
+        busy > 0)
+        violation("the host read managed memory %p while %d kernel(s) ran "
+                  "or were queued on a device without concurrent managed "
+                  "access", ptr, busy);
+    pthread_mutex_unlock(&lock);
+}
