@@ -235,16 +235,43 @@ def test_ordering_skipped_when_not_needed():
                                sync=False) is not None
 
 
-def test_sync_env_variable(tmp_path):
-    code = ("import caibridge\n"
-            "class P:\n"
-            "    __cuda_array_interface__ = {'shape': (2,), 'typestr': '<f4',"
-            " 'data': (4096, False), 'version': 3, 'stream': 7}\n"
-            "v = caibridge.as_dlpack(P(), device=(2, 0))\n"
-            "v.__dlpack__(stream=5)\n"
-            "print(caibridge.SYNC_ENABLED)\n")
-    env = dict(os.environ, CAIBRIDGE_SYNC="0")
-    out = subprocess.run([sys.executable, "-c", code], env=env,
+SYNC_SPELLINGS = {"0": 0, "false": 0, "No": 0, "OFF": 0, "1": 1, "TRUE": 1,
+                  "yes": 1, "On": 1, "": 1}
+SYNC_CODE = ("import warnings\n"
+             "with warnings.catch_warnings(record=True) as seen:\n"
+             "    warnings.simplefilter('always')\n"
+             "    import caibridge\n"
+             "class P:\n"
+             "    __cuda_array_interface__ = {'shape': (2,), 'typestr': '<f4',"
+             " 'data': (4096, False), 'version': 3, 'stream': 7}\n"
+             "if not caibridge.SYNC_ENABLED:  # ordering off: no CUDA call\n"
+             "    v = caibridge.as_dlpack(P(), device=(2, 0))\n"
+             "    v.__dlpack__(stream=5)\n"
+             "print(caibridge.SYNC_ENABLED)\n"
+             "for w in seen:\n"
+             "    print(w.category.__name__, w.message)\n")
+
+
+def sync_env_run(value):
+    """SYNC_ENABLED, then one line per warning, in a process whose
+    CAIBRIDGE_SYNC is value."""
+    env = dict(os.environ, CAIBRIDGE_SYNC=value)
+    out = subprocess.run([sys.executable, "-c", SYNC_CODE], env=env,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "0"
+    return out.stdout.splitlines()
+
+
+@pytest.mark.parametrize("value", sorted(SYNC_SPELLINGS))
+def test_sync_env_variable(value):
+    assert sync_env_run(value) == [str(SYNC_SPELLINGS[value])], \
+        "read without a warning"
+
+
+@pytest.mark.parametrize("value", ["2", "disable", "0 "])
+def test_sync_env_variable_not_understood(value):
+    # Ordering stays on, and the warning names the variable and the value.
+    lines = sync_env_run(value)
+    assert lines[0] == "1"
+    assert len(lines) == 2 and lines[1].startswith(
+        "RuntimeWarning CAIBRIDGE_SYNC=%r is not understood" % value), lines
