@@ -11,7 +11,7 @@
  *   caiview.c     CAIView and from_dlpack
  *   capsule.c     capsules, deleters, releasing owners on any thread
  *   exchange.c    both sides of the DLPack C exchange API
- *   errors.c      cai_status to Python exceptions
+ *   errors.c      cai_status to Python exceptions, hidden errors
  *   buffer.c      buffer-protocol objects described as host arrays
  *   bridge.c      add_dlpack and add_array_interface (patching classes)
  *
@@ -144,6 +144,7 @@ static inline int is_cuda_device(int32_t type)
 /* errors.c */
 PyObject *raise_status(cai_state *st, const cai_error_t *err);
 PyObject *readonly_legacy_error(void);
+int hidden_attribute_error(cai_state *st, PyObject *obj);
 
 /* args.c */
 int parse_keywords(const char *fname, PyObject *const *kwvalues,
