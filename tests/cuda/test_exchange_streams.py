@@ -274,7 +274,7 @@ class ForeignTable:
             "__dlpack__": self._dlpack,
         })
 
-    def _dlpack(self, _obj, **kwargs):
+    def _dlpack(self, **kwargs):
         # A table that refuses leaves the answer to __dlpack__.
         if self.from_fails:
             raise BufferError("__dlpack__ refuses it too")
