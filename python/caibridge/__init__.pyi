@@ -8,6 +8,7 @@ __all__ = [
     "SYNC_ENABLED",
     "CAIView",
     "CUDAError",
+    "DLPackProducer",
     "DLPackView",
     "DeviceType",
     "__version__",
@@ -91,6 +92,20 @@ class CAIView(_Producer):
     def __cuda_array_interface__(self) -> dict[str, Any]: ...
     @property
     def __array_interface__(self) -> dict[str, Any]: ...
+
+class DLPackProducer:
+    """A base for classes given to add_dlpack, for type checkers: it shows
+    the methods add_dlpack adds."""
+
+    def __dlpack__(
+        self,
+        *,
+        stream: _Stream = None,
+        max_version: Tuple[int, int] | None = None,
+        dl_device: _Device | None = None,
+        copy: bool | None = None,
+    ) -> CapsuleType: ...
+    def __dlpack_device__(self) -> _Device: ...
 
 def as_dlpack(
     obj: Any,
