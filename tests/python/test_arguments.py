@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import caibridge
-from conftest import CAIProducer, HostProducer, collect, filled
+from conftest import CAIProducer, HostProducer, cai_of, collect, filled
 
 GOOD = {"shape": (4, 3), "typestr": "<f4", "data": (4096, False),
         "version": 3}
@@ -114,6 +114,32 @@ def test_cuda_stream_rules(sync):
         view.__dlpack__(stream=0)
     with pytest.raises(ValueError, match="stream = -7 is not a stream"):
         view.__dlpack__(stream=-7)
+
+
+def test_stream_just_below_minus_one_is_refused():
+    # -1 is "no ordering"; -2 and below are no stream at all.
+    view = caibridge.as_dlpack(CAIProducer(GOOD), device=(2, 0), sync=False)
+    with pytest.raises(ValueError, match="stream = -2 is not a stream"):
+        view.__dlpack__(stream=-2)
+    with pytest.raises(ValueError, match="stream = -2 is not a stream"):
+        caibridge.to_dlpack(CAIProducer(GOOD), device=(2, 0), sync=False,
+                            stream=-2)
+
+
+@pytest.mark.parametrize("device", [(3, 0), (13, 0)],
+                         ids=["pinned", "managed"])
+def test_dl_device_cpu_for_host_accessible_memory(device):
+    # Pinned and managed memory may be asked for as kDLCPU device 0, the
+    # only CPU device there is; another CPU device id is refused.
+    array = filled((4,), "float32")
+    producer = CAIProducer(cai_of(array), keep=array)
+    view = caibridge.as_dlpack(producer, device=device)
+    assert view.__dlpack__(dl_device=(1, 0), max_version=(1, 0)) is not None
+    with pytest.raises(BufferError, match=r"dl_device = \(1, 5\)"):
+        view.__dlpack__(dl_device=(1, 5), max_version=(1, 0))
+    with pytest.raises(BufferError, match=r"dl_device = \(1, 5\)"):
+        caibridge.to_dlpack(producer, device=device, dl_device=(1, 5),
+                            max_version=(1, 0))
 
 
 def test_dl_device_rules():
