@@ -62,10 +62,9 @@ kDLCUDAManaged: DeviceType
 
 class CUDAError(BufferError): ...
 
-# What both views have: DLPack producers publishing the C exchange API.
+# The DLPack methods: of both views, and of classes given to add_dlpack.
 @type_check_only
-class _Producer:
-    __dlpack_c_exchange_api__: CapsuleType
+class _DLPackMethods:
     def __dlpack__(
         self,
         *,
@@ -75,6 +74,11 @@ class _Producer:
         copy: bool | None = None,
     ) -> CapsuleType: ...
     def __dlpack_device__(self) -> _Device: ...
+
+# What both views have: DLPack producers publishing the C exchange API.
+@type_check_only
+class _Producer(_DLPackMethods):
+    __dlpack_c_exchange_api__: CapsuleType
 
 @final
 class DLPackView(_Producer):
@@ -93,19 +97,9 @@ class CAIView(_Producer):
     @property
     def __array_interface__(self) -> dict[str, Any]: ...
 
-class DLPackProducer:
+class DLPackProducer(_DLPackMethods):
     """A base for classes given to add_dlpack, for type checkers: it shows
     the methods add_dlpack adds."""
-
-    def __dlpack__(
-        self,
-        *,
-        stream: _Stream = None,
-        max_version: Tuple[int, int] | None = None,
-        dl_device: _Device | None = None,
-        copy: bool | None = None,
-    ) -> CapsuleType: ...
-    def __dlpack_device__(self) -> _Device: ...
 
 def as_dlpack(
     obj: Any,
