@@ -15,6 +15,7 @@ CAI_PY_SOURCES = \
 	python/caibridge/streams.c \
 	python/caibridge/dlpackview.c \
 	python/caibridge/caiview.c \
+	python/caibridge/fromdlpack.c \
 	python/caibridge/capsule.c \
 	python/caibridge/exchange.c \
 	python/caibridge/errors.c \

@@ -48,4 +48,13 @@ int cai_tensor_new(const DLTensor *t, int readonly, int versioned,
 int cai_tensor_detach(void *tensor, int versioned, cai_release_fn *release,
                       void **owner);
 
+/*
+ * Reads, without changing anything, the release and owner of a tensor made
+ * by this library (for a garbage collector that visits what a tensor
+ * holds).  Returns -1, writing nothing, when the tensor's deleter is not
+ * ours.
+ */
+int cai_tensor_owner(const void *tensor, int versioned,
+                     cai_release_fn *release, void **owner);
+
 #endif

@@ -181,26 +181,34 @@ fail:
     return rc;
 }
 
-int cai_tensor_detach(void *tensor, int versioned, cai_release_fn *release,
-                      void **owner)
+int cai_tensor_owner(const void *tensor, int versioned,
+                     cai_release_fn *release, void **owner)
 {
     if (versioned) {
-        versioned_block *b = tensor;
+        const versioned_block *b = tensor;
 
         if (b->tensor.deleter != versioned_deleter)
             return -1;
         *release = b->release;
         *owner = b->tensor.manager_ctx;
-        free(b);
     } else {
-        legacy_block *b = tensor;
+        const legacy_block *b = tensor;
 
         if (b->tensor.deleter != legacy_deleter)
             return -1;
         *release = b->release;
         *owner = b->tensor.manager_ctx;
-        free(b);
     }
+    return 0;
+}
+
+/* The tensor is the head of its block: freeing it frees the block. */
+int cai_tensor_detach(void *tensor, int versioned, cai_release_fn *release,
+                      void **owner)
+{
+    if (cai_tensor_owner(tensor, versioned, release, owner) != 0)
+        return -1;
+    free(tensor);
     return 0;
 }
 

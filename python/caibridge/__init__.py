@@ -43,6 +43,36 @@ from ._core import (
 )
 
 
+class DLPackProducer:
+    """A base for classes given to :func:`add_dlpack`, for type checkers.
+
+    ``add_dlpack`` adds ``__dlpack__`` and ``__dlpack_device__`` at run time,
+    which a type checker cannot see; a class that also derives from this one
+    shows them, so ``np.from_dlpack(MyArray(...))`` passes ``mypy --strict``::
+
+        @caibridge.add_dlpack
+        class MyArray(caibridge.DLPackProducer):
+            ...
+
+    Its own methods only raise TypeError: they are what a subclass that was
+    never given to ``add_dlpack`` answers.
+    """
+
+    __slots__ = ()
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None,
+                   copy=None):
+        raise self._not_added()
+
+    def __dlpack_device__(self):
+        raise self._not_added()
+
+    def _not_added(self):
+        return TypeError(
+            "%s derives from caibridge.DLPackProducer but was not given to "
+            "caibridge.add_dlpack" % type(self).__qualname__)
+
+
 class DeviceType(enum.IntEnum):
     """DLPack's device types (``DLDeviceType``), as ``__dlpack_device__``
     reports them: ``view.__dlpack_device__() == (DeviceType.kDLCUDA, 0)``.
@@ -77,6 +107,7 @@ __all__ = [
     "SYNC_ENABLED",
     "CAIView",
     "CUDAError",
+    "DLPackProducer",
     "DLPackView",
     "DeviceType",
     "__version__",

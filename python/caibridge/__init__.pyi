@@ -8,6 +8,7 @@ __all__ = [
     "SYNC_ENABLED",
     "CAIView",
     "CUDAError",
+    "DLPackProducer",
     "DLPackView",
     "DeviceType",
     "__version__",
@@ -61,10 +62,9 @@ kDLCUDAManaged: DeviceType
 
 class CUDAError(BufferError): ...
 
-# What both views have: DLPack producers publishing the C exchange API.
+# The DLPack methods: of both views, and of classes given to add_dlpack.
 @type_check_only
-class _Producer:
-    __dlpack_c_exchange_api__: CapsuleType
+class _DLPackMethods:
     def __dlpack__(
         self,
         *,
@@ -74,6 +74,11 @@ class _Producer:
         copy: bool | None = None,
     ) -> CapsuleType: ...
     def __dlpack_device__(self) -> _Device: ...
+
+# What both views have: DLPack producers publishing the C exchange API.
+@type_check_only
+class _Producer(_DLPackMethods):
+    __dlpack_c_exchange_api__: CapsuleType
 
 @final
 class DLPackView(_Producer):
@@ -91,6 +96,10 @@ class CAIView(_Producer):
     def __cuda_array_interface__(self) -> dict[str, Any]: ...
     @property
     def __array_interface__(self) -> dict[str, Any]: ...
+
+class DLPackProducer(_DLPackMethods):
+    """A base for classes given to add_dlpack, for type checkers: it shows
+    the methods add_dlpack adds."""
 
 def as_dlpack(
     obj: Any,

@@ -8,10 +8,11 @@
  *   args.c        integers, devices, streams, max_version, keywords
  *   streams.c     the consumer-stream rules and stream ordering
  *   dlpackview.c  as_dlpack and its DLPackView, copies
- *   caiview.c     CAIView and from_dlpack
+ *   caiview.c     CAIView, the view from_dlpack returns
+ *   fromdlpack.c  from_dlpack: capsules, views, tables, producers
  *   capsule.c     capsules, deleters, releasing owners on any thread
  *   exchange.c    both sides of the DLPack C exchange API
- *   errors.c      cai_status to Python exceptions
+ *   errors.c      cai_status to Python exceptions, hidden errors
  *   buffer.c      buffer-protocol objects described as host arrays
  *   bridge.c      add_dlpack and add_array_interface (patching classes)
  *
@@ -144,6 +145,7 @@ static inline int is_cuda_device(int32_t type)
 /* errors.c */
 PyObject *raise_status(cai_state *st, const cai_error_t *err);
 PyObject *readonly_legacy_error(void);
+int hidden_attribute_error(cai_state *st, PyObject *obj);
 
 /* args.c */
 int parse_keywords(const char *fname, PyObject *const *kwvalues,
@@ -481,7 +483,6 @@ int view_host_sync(cai_state *st, const DLPackViewObject *v);
 
 /* caiview.c */
 extern PyType_Spec caiview_spec;
-extern const char from_dlpack_doc[];
 PyObject *caiview_new(cai_state *st, void *tensor, int versioned,
                       PyObject *stream, int readonly);
 /* caiview_new for a versioned, writable tensor, taking stream (a new
@@ -493,15 +494,13 @@ static inline PyObject *caiview_taking_stream(cai_state *st,
     PyObject *view;
 
     if (stream == NULL) {
-        t->deleter(t);
+        delete_tensor(t, 1); /* a foreign deleter may be NULL */
         return NULL;
     }
     view = caiview_new(st, t, 1, stream, 0);
     Py_DECREF(stream);
     return view;
 }
-PyObject *from_dlpack(PyObject *module, PyObject *const *args,
-                      Py_ssize_t nargs, PyObject *kwnames);
 void caiview_dealloc(PyObject *self);
 /* Our CAIViews in any interpreter, as is_view. */
 static inline int is_caiview(PyObject *o)
@@ -511,6 +510,13 @@ static inline int is_caiview(PyObject *o)
 int caiview_tensor(cai_state *st, PyObject *view, void **out);
 PyObject *caiview_interface_of_producer(cai_state *st, PyObject *obj,
                                         int is_cuda);
+
+/* fromdlpack.c */
+extern const char from_dlpack_doc[];
+PyObject *from_dlpack(PyObject *module, PyObject *const *args,
+                      Py_ssize_t nargs, PyObject *kwnames);
+PyObject *from_producer(cai_state *st, PyObject *x, int given, intptr_t s,
+                        int legacy_writable, int want_cuda);
 
 /* exchange.c: one table per kind of producer */
 extern const DLPackExchangeAPI view_exchange_api, caiview_exchange_api,

@@ -1,15 +1,11 @@
 /*
- * CAIView, what from_dlpack returns: owns a DLPack tensor and describes it
- * as __cuda_array_interface__ (CUDA memory) or __array_interface__ (host
- * memory); and from_dlpack itself, which takes the tensor from a capsule,
- * one of our views, a foreign exchange API table or a producer's
- * __dlpack__.
+ * CAIView, what from_dlpack (fromdlpack.c) returns: owns a DLPack tensor
+ * and describes it as __cuda_array_interface__ (CUDA memory) or
+ * __array_interface__ (host-accessible memory), and re-exports it.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
 #include "caibridge_module.h"
-
-#include <string.h>
 
 typedef struct {
     PyObject_HEAD
@@ -22,10 +18,23 @@ typedef struct {
     PyObject *weakrefs;
 } CAIViewObject;
 
-static int tensor_desc(const CAIViewObject *v, cai_desc_t *d, cai_error_t *err)
+/* The view's tensor as a descriptor; raises on failure. */
+static int tensor_desc(cai_state *st, const CAIViewObject *v, cai_desc_t *d)
 {
-    return v->versioned ? cai_desc_from_dlpack_versioned(v->tensor, d, err)
-                        : cai_desc_from_dlpack(v->tensor, d, err);
+    cai_error_t err;
+    int rc;
+
+    if (v->tensor == NULL) {
+        PyErr_SetString(PyExc_ReferenceError,
+                        "the CAIView was cleared by the garbage collector "
+                        "(it was part of an unreachable cycle)");
+        return -1;
+    }
+    rc = v->versioned ? cai_desc_from_dlpack_versioned(v->tensor, d, &err)
+                      : cai_desc_from_dlpack(v->tensor, d, &err);
+    if (rc != 0)
+        raise_status(st, &err);
+    return rc;
 }
 
 /*
@@ -58,7 +67,7 @@ PyObject *caiview_new(cai_state *st, void *tensor, int versioned,
                      (int)d.device.device_type);
         return NULL;
     }
-    v = PyObject_New(CAIViewObject, st->CAIView_Type);
+    v = PyObject_GC_New(CAIViewObject, st->CAIView_Type);
     if (v == NULL) {
         delete_tensor(tensor, versioned);
         return NULL;
@@ -70,7 +79,42 @@ PyObject *caiview_new(cai_state *st, void *tensor, int versioned,
     v->readonly = readonly;
     v->iface = NULL;
     v->weakrefs = NULL;
+    PyObject_GC_Track(v);
     return (PyObject *)v;
+}
+
+/*
+ * The collector sees what the tensor holds when the tensor is ours and
+ * holds a Python object (the producer, or the DLPackView over it), so a
+ * producer that keeps a view of its own hand-over is collected.  A foreign
+ * tensor's owner is out of sight: such a cycle stays.
+ */
+static int caiview_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    CAIViewObject *v = (CAIViewObject *)self;
+    cai_release_fn release;
+    void *owner;
+
+    Py_VISIT(Py_TYPE(self));
+    if (v->tensor != NULL &&
+        cai_tensor_owner(v->tensor, v->versioned, &release, &owner) == 0 &&
+        release == release_pyobject)
+        Py_VISIT((PyObject *)owner);
+    return 0;
+}
+
+/* Breaks a cycle by deleting the tensor: a view the collector cleared
+ * raises ReferenceError from then on. */
+static int caiview_clear(PyObject *self)
+{
+    CAIViewObject *v = (CAIViewObject *)self;
+    void *tensor = v->tensor;
+
+    Py_CLEAR(v->iface);
+    v->tensor = NULL;
+    if (tensor != NULL)
+        delete_tensor(tensor, v->versioned);
+    return 0;
 }
 
 void caiview_dealloc(PyObject *self)
@@ -78,11 +122,11 @@ void caiview_dealloc(PyObject *self)
     CAIViewObject *v = (CAIViewObject *)self;
     PyTypeObject *type = Py_TYPE(self);
 
+    PyObject_GC_UnTrack(self);
     if (v->weakrefs != NULL)
         PyObject_ClearWeakRefs(self);
     Py_CLEAR(v->stream);
-    Py_CLEAR(v->iface);
-    delete_tensor(v->tensor, v->versioned);
+    caiview_clear(self);
     type->tp_free(self);
     Py_DECREF(type);
 }
@@ -116,8 +160,9 @@ static PyObject *build_interface(CAIViewObject *v)
     cai_error_t err;
     PyObject *dict, *x;
 
-    if (tensor_desc(v, &d, &err) != 0 ||
-        cai_typestr_format(d.dtype, typestr, &err) != 0)
+    if (tensor_desc(st, v, &d) != 0)
+        return NULL;
+    if (cai_typestr_format(d.dtype, typestr, &err) != 0)
         return raise_status(st, &err);
     if ((dict = PyDict_New()) == NULL)
         return NULL;
@@ -185,18 +230,54 @@ static PyObject *caiview_get_cai(PyObject *self, void *unused)
     return caiview_interface(v);
 }
 
+/*
+ * A host reader of pinned or managed memory reads at once: the host first
+ * waits, with the GIL released, for the work queued on the stream the view
+ * reports (None: the data is ready; CAIBRIDGE_SYNC=0: no ordering).
+ */
+static int caiview_host_wait(cai_state *st, CAIViewObject *v)
+{
+    cai_error_t err;
+    Py_ssize_t stream;
+    int rc;
+
+    if (v->stream == Py_None || !st->sync_enabled)
+        return 0;
+    if ((stream = PyLong_AsSsize_t(v->stream)) == -1 && PyErr_Occurred())
+        return -1;
+    Py_BEGIN_ALLOW_THREADS
+    rc = cai_cuda_stream_synchronize((intptr_t)stream, &err);
+    Py_END_ALLOW_THREADS
+    if (rc != 0)
+        raise_status(st, &err);
+    return rc;
+}
+
+/* Host-accessible memory: kDLCPU, and pinned or managed CUDA memory, as
+ * NumPy and as_dlpack take them; the CAI 'stream' is not NumPy's. */
 static PyObject *caiview_get_ai(PyObject *self, void *unused)
 {
     CAIViewObject *v = (CAIViewObject *)self;
+    PyObject *dict;
 
-    if (v->device.device_type != kDLCPU) {
+    if (v->device.device_type == kDLCPU)
+        return caiview_interface(v);
+    if (v->device.device_type != kDLCUDAHost &&
+        v->device.device_type != kDLCUDAManaged) {
         PyErr_Format(PyExc_AttributeError,
-                     "__array_interface__: the data is CUDA memory (device "
-                     "type %d); use __cuda_array_interface__",
+                     "__array_interface__: the data is CUDA device memory "
+                     "(device type %d); use __cuda_array_interface__",
                      (int)v->device.device_type);
         return NULL;
     }
-    return caiview_interface(v);
+    if (caiview_host_wait(type_state(Py_TYPE(v)), v) != 0 ||
+        (dict = caiview_interface(v)) == NULL)
+        return NULL;
+    if (PyDict_DelItem(dict, type_state(Py_TYPE(v))->name[F_STREAM]) != 0) {
+        Py_DECREF(dict);
+        return NULL;
+    }
+    return dict;
 }
 
 static PyObject *caiview_dlpack_device(PyObject *self, PyObject *unused)
@@ -224,12 +305,8 @@ static PyObject *caiview_repr(PyObject *self)
  * (the CAI stream it reports). */
 static int caiview_desc(cai_state *st, CAIViewObject *v, cai_desc_t *d)
 {
-    cai_error_t err;
-
-    if (tensor_desc(v, d, &err) != 0) {
-        raise_status(st, &err);
+    if (tensor_desc(st, v, d) != 0)
         return -1;
-    }
     /* Read-only as the interface says it (a legacy import is, unless the
      * caller opted out), not only as the tensor's flags say. */
     d->readonly = d->readonly || v->readonly;
@@ -306,7 +383,9 @@ static PyGetSetDef caiview_getset[] = {
      "CAI version 3 for CUDA memory (kDLCUDA, kDLCUDAHost, kDLCUDAManaged).",
      NULL},
     {"__array_interface__", caiview_get_ai, NULL,
-     "NumPy's array interface (version 3) for host memory.", NULL},
+     "NumPy's array interface (version 3) for host-accessible memory:\n"
+     "kDLCPU, and pinned or managed CUDA memory, read after the host has\n"
+     "waited for the view's CAI stream.", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyMethodDef caiview_methods[] = {
@@ -324,14 +403,16 @@ static PyMemberDef caiview_members[] = {
 
 PyDoc_STRVAR(caiview_doc,
 "Owns a DLPack tensor and describes it as __cuda_array_interface__ (CUDA\n"
-"memory) or __array_interface__ (host memory); made by\n"
-"caibridge.from_dlpack().  The view is a DLPack producer too: __dlpack__\n"
-"re-exports its tensor zero-copy, and the type publishes the DLPack C\n"
-"exchange API.  The tensor's deleter runs once, when the view and every\n"
-"re-export are gone.");
+"memory) and __array_interface__ (host memory, and pinned or managed CUDA\n"
+"memory, which has both); made by caibridge.from_dlpack().  The view is a\n"
+"DLPack producer too: __dlpack__ re-exports its tensor zero-copy, and the\n"
+"type publishes the DLPack C exchange API.  The tensor's deleter runs\n"
+"once, when the view and every re-export are gone.");
 
 static PyType_Slot caiview_slots[] = {
     {Py_tp_dealloc, caiview_dealloc},
+    {Py_tp_traverse, caiview_traverse},
+    {Py_tp_clear, caiview_clear},
     {Py_tp_repr, caiview_repr},
     {Py_tp_doc, (void *)(uintptr_t)caiview_doc},
     {Py_tp_methods, caiview_methods},
@@ -343,249 +424,9 @@ PyType_Spec caiview_spec = {
     "caibridge.CAIView",
     sizeof(CAIViewObject),
     0,
-    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE |
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE |
         Py_TPFLAGS_DISALLOW_INSTANTIATION,
     caiview_slots};
-
-/* ------------------------------------------------------------------ */
-/* from_dlpack                                                         */
-
-const char from_dlpack_doc[] =
-"from_dlpack(x, *, stream=None, legacy_writable=False)\n"
-"--\n\n"
-"Take a DLPack tensor from a producer (an object with __dlpack__) or a\n"
-"capsule, and return a CAIView that owns it: __cuda_array_interface__ for\n"
-"CUDA memory, __array_interface__ for host memory.  stream is the stream\n"
-"the data will be used on (None: legacy default; an int; or an object with\n"
-"__cuda_stream__); it is passed to the producer for CUDA data and reported\n"
-"as the CAI 'stream'.  A producer whose type publishes the DLPack C\n"
-"exchange API is read through it when stream is None or -1, and the CAI\n"
-"'stream' is then the one its table says the data is ready on.  stream=-1\n"
-"is refused for CUDA data that comes through __dlpack__ or a capsule: the\n"
-"producer's stream is unknown there, and 'stream: None' would claim the\n"
-"data is ready.\n"
-"A legacy (unversioned) tensor cannot say whether its memory may be\n"
-"written: it is described as read-only, as NumPy imports it, unless\n"
-"legacy_writable=True.";
-
-/* CAI has no way to say "not ordered, on an unknown stream". */
-static PyObject *unordered_error(void)
-{
-    PyErr_SetString(PyExc_ValueError,
-                    "stream = -1 asks the producer not to order its work, "
-                    "and it does not say which stream that work is on: the "
-                    "CAI dict could only say 'stream: None', which means "
-                    "the data is ready.  Pass the stream the data will be "
-                    "used on (None: the legacy default stream)");
-    return NULL;
-}
-
-/* 1 when an unused DLPack capsule holds a tensor on a CUDA device.  A
- * versioned tensor of another major version is not read (0).  Read in the
- * capsule's critical section, as tensor_from_capsule takes the tensor:
- * once another thread has taken it, it may be gone. */
-static int capsule_on_cuda(PyObject *capsule)
-{
-    const char *name;
-    int on_cuda = 0;
-
-    Py_BEGIN_CRITICAL_SECTION(capsule);
-    name = PyCapsule_GetName(capsule);
-    if (name == NULL) {
-        PyErr_Clear();
-    } else if (strcmp(name, CAPSULE_VERSIONED) == 0) {
-        const DLManagedTensorVersioned *t =
-            PyCapsule_GetPointer(capsule, name);
-
-        on_cuda = t != NULL && t->version.major == DLPACK_MAJOR_VERSION &&
-                  is_cuda_device(t->dl_tensor.device.device_type);
-    } else if (strcmp(name, CAPSULE_LEGACY) == 0) {
-        const DLManagedTensor *t = PyCapsule_GetPointer(capsule, name);
-
-        on_cuda = t != NULL && is_cuda_device(t->dl_tensor.device.device_type);
-    }
-    Py_END_CRITICAL_SECTION();
-    return on_cuda;
-}
-
-/* Our own producer: straight to the tensor, ordered as __dlpack__. */
-static PyObject *from_view(cai_state *st, DLPackViewObject *v, int given,
-                           intptr_t s)
-{
-    cai_desc_t d;
-    intptr_t consumer;
-    DLManagedTensorVersioned *t;
-    cai_error_t err;
-    void *tensor;
-    PyObject *stream_obj;
-
-    view_to_header(v, &d);
-    if (check_stream_value(&d, given, s, &consumer) != 0 ||
-        view_order(st, v, consumer) != 0)
-        return NULL;
-    if (view_tensor(v, 1, 0, consumer, &tensor, &err) != 0)
-        return raise_status(st, &err);
-    t = tensor;
-    /* -1: nothing was ordered, so the data is ready where the producer
-     * said (None when it named no stream). */
-    if (given && s == CAI_STREAM_NO_SYNC && v->has_stream &&
-        is_cuda_device(v->device.device_type))
-        stream_obj = PyLong_FromSsize_t((Py_ssize_t)v->stream);
-    else
-        stream_obj = reported_stream(given, s);
-    return caiview_taking_stream(st, t, stream_obj);
-}
-
-/* Calls x.__dlpack__(stream=..., max_version=(1, 3)), with copy=False
- * when no_copy, or with the stream alone for a pre-1.0 producer that
- * refuses the others (max_version and copy came together). */
-static PyObject *call_dlpack(cai_state *st, PyObject *method,
-                             PyObject *stream_arg, int no_copy)
-{
-    PyObject *call_args[3] = {stream_arg, st->max_version_ours, Py_False};
-    PyObject *capsule;
-
-    capsule = PyObject_Vectorcall(method, call_args, 0,
-                                  no_copy ? st->kw_stream_max_version_copy
-                                          : st->kw_stream_max_version);
-    if (capsule == NULL && PyErr_ExceptionMatches(PyExc_TypeError)) {
-        PyErr_Clear();
-        capsule = PyObject_Vectorcall(method, call_args, 0, st->kw_stream);
-    }
-    return capsule;
-}
-
-/* The Python protocol: __dlpack_device__, then __dlpack__.  want_cuda
- * (0 or 1; -1: either) is the kind of memory an interface property of x
- * describes: memory of the other kind raises AttributeError before any
- * export, and the export is asked for without a copy. */
-static PyObject *from_producer(cai_state *st, PyObject *x, int given,
-                               intptr_t s, int legacy_writable,
-                               int want_cuda)
-{
-    PyObject *device, *method, *stream_obj, *stream_arg, *capsule, *result;
-    DLDevice dev;
-
-    if (cai_lookup_attr(x, st->name[N_DLPACK], &method) < 0)
-        return NULL;
-    if (method == NULL) {
-        PyErr_Format(PyExc_TypeError,
-                     "from_dlpack() takes a DLPack producer (with __dlpack__) "
-                     "or a DLPack capsule, got %.100s", Py_TYPE(x)->tp_name);
-        return NULL;
-    }
-    device = PyObject_CallMethodNoArgs(x, st->name[N_DLPACK_DEVICE]);
-    if (device == NULL ||
-        read_device(st, device, "__dlpack_device__()", &dev) != 0) {
-        Py_XDECREF(device);
-        Py_DECREF(method);
-        return NULL;
-    }
-    Py_DECREF(device);
-    if (want_cuda >= 0 && want_cuda != is_cuda_device(dev.device_type)) {
-        const char *name = device_type_name(dev.device_type);
-
-        if (name == NULL)
-            name = "?";
-        if (want_cuda)
-            PyErr_Format(PyExc_AttributeError,
-                         "__cuda_array_interface__: the data is host memory "
-                         "(%s); use __array_interface__", name);
-        else
-            PyErr_Format(PyExc_AttributeError,
-                         "__array_interface__: the data is on device type "
-                         "%s, not host memory; use __cuda_array_interface__",
-                         name);
-        Py_DECREF(method);
-        return NULL;
-    }
-    if (is_cuda_device(dev.device_type)) {
-        if (given && s == CAI_STREAM_NO_SYNC) {
-            Py_DECREF(method);
-            return unordered_error();
-        }
-        if ((stream_obj = reported_stream(given, s)) == NULL) {
-            Py_DECREF(method);
-            return NULL;
-        }
-        stream_arg = PyLong_FromSsize_t(given ? (Py_ssize_t)s
-                                              : CAI_STREAM_LEGACY);
-        if (stream_arg == NULL) {
-            Py_DECREF(stream_obj);
-            Py_DECREF(method);
-            return NULL;
-        }
-    } else {
-        stream_obj = Py_NewRef(Py_None);
-        stream_arg = Py_NewRef(Py_None);
-    }
-    capsule = call_dlpack(st, method, stream_arg, want_cuda >= 0);
-    Py_DECREF(stream_arg);
-    Py_DECREF(method);
-    if (capsule == NULL) {
-        Py_DECREF(stream_obj);
-        return NULL;
-    }
-    if (!PyCapsule_CheckExact(capsule)) {
-        PyErr_Format(PyExc_TypeError,
-                     "%.100s.__dlpack__() returned %.100s, not a capsule",
-                     Py_TYPE(x)->tp_name, Py_TYPE(capsule)->tp_name);
-        result = NULL;
-    } else {
-        result = tensor_from_capsule(st, capsule, stream_obj,
-                                     legacy_writable);
-    }
-    Py_DECREF(capsule);
-    Py_DECREF(stream_obj);
-    return result;
-}
-
-PyObject *from_dlpack(PyObject *module, PyObject *const *args,
-                      Py_ssize_t nargs, PyObject *kwnames)
-{
-    cai_state *st = PyModule_GetState(module);
-    PyObject *values[2] = {NULL, NULL}, *x, *stream_obj, *result;
-    intptr_t s;
-    int given, legacy_writable;
-
-    if (check_positional("from_dlpack", nargs, 1) != 0 ||
-        parse_keywords("from_dlpack", args + nargs, kwnames,
-                       st->kw_from_dlpack, values, 2) != 0 ||
-        (legacy_writable = read_flag(values[1], "legacy_writable", 0)) < 0)
-        return NULL;
-    x = args[0];
-    if (read_stream(st, values[0], &given, &s) != 0)
-        return NULL;
-    if (given && s == 0) {
-        PyErr_SetString(PyExc_ValueError,
-                        "stream = 0 is disallowed by the DLPack and CAI specs "
-                        "(ambiguous); use 1, 2, a stream handle, or -1");
-        return NULL;
-    }
-    /* Only these are ever written into a CAI dict (None for -1). */
-    if (given && s < CAI_STREAM_NO_SYNC) {
-        PyErr_Format(PyExc_ValueError,
-                     "stream = %zd is not a stream: use None, -1, 1, 2 or a "
-                     "stream handle", (Py_ssize_t)s);
-        return NULL;
-    }
-    if (PyCapsule_CheckExact(x)) {
-        if (given && s == CAI_STREAM_NO_SYNC && capsule_on_cuda(x))
-            return unordered_error();
-        if ((stream_obj = given ? reported_stream(1, s) : Py_NewRef(Py_None))
-            == NULL)
-            return NULL;
-        result = tensor_from_capsule(st, x, stream_obj, legacy_writable);
-        Py_DECREF(stream_obj);
-        return result;
-    }
-    if (is_view(x))
-        return from_view(st, (DLPackViewObject *)x, given, s);
-    if ((!given || s == CAI_STREAM_NO_SYNC) &&
-        from_foreign_table(st, x, given, &result))
-        return result;
-    return from_producer(st, x, given, s, legacy_writable, -1);
-}
 
 /*
  * The interface properties that add_array_interface gives a DLPack class:

@@ -1,7 +1,8 @@
 /*
  * cai_status to Python exceptions: ValueError for a malformed descriptor,
  * MemoryError, caibridge.CUDAError (the module's own) for CUDA, and
- * BufferError for what is well formed but cannot be exported.
+ * BufferError for what is well formed but cannot be exported; and the
+ * error a producer's interface property hid behind "no such attribute".
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -52,4 +53,44 @@ PyObject *readonly_legacy_error(void)
                     "allow_readonly_legacy=True to export it as writable "
                     "(writing through it is then undefined)");
     return NULL;
+}
+
+/*
+ * The look-ups took an AttributeError for "no such attribute"; when the
+ * type does define the name (a property), it came from inside the
+ * property: the property is read again for that error, which the refusal
+ * is chained to.  0 when neither name is defined on the type.
+ */
+int hidden_attribute_error(cai_state *st, PyObject *obj)
+{
+    static const int names[2] = {N_CAI, N_AI};
+    int i;
+
+    for (i = 0; i < 2; i++) {
+        PyObject *name = st->name[names[i]], *value, *type, *cause, *tb;
+
+        if (_PyType_Lookup(Py_TYPE(obj), name) == NULL)
+            continue;
+        if ((value = PyObject_GetAttr(obj, name)) != NULL) {
+            Py_DECREF(value); /* read this time: no error to show */
+            continue;
+        }
+        PyErr_Fetch(&type, &cause, &tb);
+        PyErr_NormalizeException(&type, &cause, &tb);
+        if (tb != NULL)
+            PyException_SetTraceback(cause, tb);
+        PyErr_Format(PyExc_TypeError,
+                     "%.100s.%U raised %.100s inside the property (the "
+                     "cause, above), and %.100s has no other interface",
+                     Py_TYPE(obj)->tp_name, name,
+                     ((PyTypeObject *)type)->tp_name, Py_TYPE(obj)->tp_name);
+        Py_DECREF(type);
+        Py_XDECREF(tb);
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_NormalizeException(&type, &value, &tb);
+        PyException_SetCause(value, cause); /* raise ... from cause */
+        PyErr_Restore(type, value, tb);
+        return 1;
+    }
+    return 0;
 }

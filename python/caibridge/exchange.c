@@ -245,6 +245,31 @@ int exchange_publish(cai_state *st, PyTypeObject *type,
     return rc;
 }
 
+/* How many prev_api links are followed: a chain that loops, or one longer
+ * than the DLPack versions ever made, is no table. */
+#define PREV_API_LIMIT 16
+
+/* The table of our major version in the chain from h, or NULL.  The two
+ * entries from_dlpack calls are required: one missing makes no table. */
+static const DLPackExchangeAPI *usable_table(const DLPackExchangeAPIHeader *h)
+{
+    const DLPackExchangeAPI *api;
+    int links;
+
+    /* Newer tables chain to older ones (DLPack, "prev_api"). */
+    for (links = 0; h != NULL && h->version.major != DLPACK_MAJOR_VERSION;
+         links++) {
+        if (links == PREV_API_LIMIT)
+            return NULL;
+        h = h->prev_api;
+    }
+    api = (const DLPackExchangeAPI *)h;
+    if (api == NULL || api->managed_tensor_from_py_object_no_sync == NULL ||
+        api->current_work_stream == NULL)
+        return NULL;
+    return api;
+}
+
 /* A usable exchange API table on type(x), or NULL (no error) if none;
  * *holder then holds the capsule that publishes it. */
 static const DLPackExchangeAPI *foreign_table(cai_state *st, PyObject *x,
@@ -263,6 +288,7 @@ static const DLPackExchangeAPI *foreign_table(cai_state *st, PyObject *x,
     for (i = 0; i < 2; i++) {
         PyObject *capsule;
         const DLPackExchangeAPIHeader *h;
+        const DLPackExchangeAPI *api;
         /* A strong reference: another thread may set the attribute. */
         int found = cai_dict_get_ref(dict, names[i], &capsule);
 
@@ -274,12 +300,9 @@ static const DLPackExchangeAPI *foreign_table(cai_state *st, PyObject *x,
         h = PyCapsule_IsValid(capsule, CAPSULE_EXCHANGE_API)
                 ? PyCapsule_GetPointer(capsule, CAPSULE_EXCHANGE_API)
                 : NULL;
-        /* Newer tables chain to older ones (DLPack, "prev_api"). */
-        while (h != NULL && h->version.major != DLPACK_MAJOR_VERSION)
-            h = h->prev_api;
-        if (h != NULL) {
+        if ((api = usable_table(h)) != NULL) {
             *holder = capsule;
-            return (const DLPackExchangeAPI *)h;
+            return api;
         }
         Py_DECREF(capsule);
     }
@@ -324,13 +347,18 @@ static int table_agrees(cai_state *st, PyObject *x)
  * (its NULL default stream is the legacy one), so a CAI consumer orders
  * itself after it, whichever of None and -1 was given. */
 static PyObject *from_table(cai_state *st, PyObject *x,
-                            const DLPackExchangeAPI *api, int given)
+                            const DLPackExchangeAPI *api, int given,
+                            int *refused)
 {
     DLManagedTensorVersioned *t = NULL;
     PyObject *stream_obj;
     void *work = NULL;
 
-    if (api->managed_tensor_from_py_object_no_sync(x, &t) != 0) {
+    *refused = api->managed_tensor_from_py_object_no_sync(x, &t) != 0 ||
+               t == NULL;
+    if (*refused) {
+        if (t != NULL)
+            delete_tensor(t, 1);
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_BufferError,
                             "the producer's exchange API refused the object");
@@ -342,7 +370,7 @@ static PyObject *from_table(cai_state *st, PyObject *x,
         if (api->current_work_stream(t->dl_tensor.device.device_type,
                                      t->dl_tensor.device.device_id,
                                      &work) != 0) {
-            t->deleter(t);
+            delete_tensor(t, 1); /* its deleter may be NULL */
             if (!PyErr_Occurred())
                 PyErr_SetString(PyExc_BufferError,
                                 "the producer's current_work_stream failed");
@@ -356,25 +384,52 @@ static PyObject *from_table(cai_state *st, PyObject *x,
     return caiview_taking_stream(st, t, stream_obj);
 }
 
+/* 1 when a table's refusal (an Exception, not an interrupt) is left to
+ * x.__dlpack__, whose own error is the producer's answer: PyTorch's table
+ * raises RuntimeError where its __dlpack__ raises BufferError. */
+static int refusal_to_dlpack(cai_state *st, PyObject *x)
+{
+    PyObject *type, *value, *tb, *method;
+    int found;
+
+    if (!PyErr_ExceptionMatches(PyExc_Exception))
+        return 0;
+    PyErr_Fetch(&type, &value, &tb);
+    found = cai_lookup_attr(x, st->name[N_DLPACK], &method);
+    if (found <= 0) {
+        /* No __dlpack__ (or it fails to read): the table's error stands. */
+        PyErr_Clear();
+        PyErr_Restore(type, value, tb);
+        return 0;
+    }
+    Py_DECREF(method);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    return 1;
+}
+
 /*
  * from_dlpack through type(x)'s exchange API table (stream None or -1):
  * 1 with *result set (NULL on error) when type(x) has a usable table that
- * gives what x.__dlpack__() would, else 0.  The table's capsule is held while the table runs, which may run
- * Python code.
+ * gives what x.__dlpack__() would, else 0.  The table's capsule is held
+ * while the table runs, which may run Python code.
  */
 int from_foreign_table(cai_state *st, PyObject *x, int given,
                        PyObject **result)
 {
     PyObject *holder;
     const DLPackExchangeAPI *api = foreign_table(st, x, &holder);
-    int agrees;
+    int agrees, refused = 0;
 
     if (api == NULL)
         return 0;
     if ((agrees = table_agrees(st, x)) > 0)
-        *result = from_table(st, x, api, given);
+        *result = from_table(st, x, api, given, &refused);
     else
         *result = NULL; /* an error, or 0: __dlpack__ decides */
     Py_DECREF(holder);
+    if (refused && refusal_to_dlpack(st, x))
+        return 0;
     return agrees != 0;
 }

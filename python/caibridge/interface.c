@@ -489,6 +489,8 @@ static int describe_other(cai_state *st, PyObject *obj, PyObject *device,
 {
     *keep = NULL;
     if (!PyObject_CheckBuffer(obj)) {
+        if (hidden_attribute_error(st, obj) != 0)
+            return -1;
         PyErr_Format(PyExc_TypeError,
                      "%.100s has neither __cuda_array_interface__ nor "
                      "__array_interface__ nor the buffer protocol",

@@ -15,6 +15,7 @@
  */
 #include "caibridge_module.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -372,12 +373,52 @@ static PyTypeObject *add_type(PyObject *module, PyType_Spec *spec)
     return (PyTypeObject *)type;
 }
 
+/* 1 when word is one of words (NULL-ended), in any case. */
+static int one_of(const char *word, const char *const *words)
+{
+    for (; *words != NULL; words++) {
+        const char *a = word, *b = *words;
+
+        while (*a != '\0' && tolower((unsigned char)*a) == *b) {
+            a++;
+            b++;
+        }
+        if (*a == '\0' && *b == '\0')
+            return 1;
+    }
+    return 0;
+}
+
+/* CAIBRIDGE_SYNC at import: the usual spellings of off and on; unset or
+ * empty is on, and anything else is on with a RuntimeWarning (-1: the
+ * warning was made an error). */
+static int read_sync_env(cai_state *st)
+{
+    static const char *const off[] = {"0", "false", "no", "off", NULL};
+    static const char *const on[] = {"1", "true", "yes", "on", NULL};
+    const char *env = getenv("CAIBRIDGE_SYNC");
+    PyObject *value;
+    int rc;
+
+    st->sync_enabled = env == NULL || !one_of(env, off);
+    if (env == NULL || *env == '\0' || one_of(env, off) || one_of(env, on))
+        return 0;
+    if ((value = PyUnicode_DecodeFSDefault(env)) == NULL)
+        return -1;
+    rc = PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                          "CAIBRIDGE_SYNC=%.100R is not understood: use 0, "
+                          "false, no or off to turn stream ordering off, or "
+                          "1, true, yes or on; ordering stays on", value);
+    Py_DECREF(value);
+    return rc;
+}
+
 static int module_exec(PyObject *module)
 {
     cai_state *st = PyModule_GetState(module);
-    const char *env = getenv("CAIBRIDGE_SYNC");
 
-    st->sync_enabled = !(env != NULL && strcmp(env, "0") == 0);
+    if (read_sync_env(st) != 0)
+        return -1;
     st->foreign_table_imports = 0;
     st->home = NULL;
     if (PyInterpreterState_Get() != PyInterpreterState_Main() &&

@@ -271,9 +271,14 @@ class ForeignTable:
         self.type = type("ForeignTensor", (), {
             "__dlpack_c_exchange_api__": capsule,
             "__dlpack_device__": lambda s: self.device,
-            "__dlpack__": lambda s, **kw: pytest.fail(
-                "the table was not used"),
+            "__dlpack__": self._dlpack,
         })
+
+    def _dlpack(self, **kwargs):
+        # A table that refuses leaves the answer to __dlpack__.
+        if self.from_fails:
+            raise BufferError("__dlpack__ refuses it too")
+        pytest.fail("the table was not used")
 
     def _delete(self, _pointer):
         self.deleted += 1
@@ -333,6 +338,6 @@ def test_consumer_failures(cuda):
         caibridge.from_dlpack(foreign.type())
     assert foreign.deleted == 1, "the tensor taken is deleted"
     foreign = ForeignTable(from_fails=True)
-    with pytest.raises(BufferError, match="refused the object"):
+    with pytest.raises(BufferError, match="__dlpack__ refuses it too"):
         caibridge.from_dlpack(foreign.type())
     assert foreign.deleted == 0 and foreign.asked == []

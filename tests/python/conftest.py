@@ -3,6 +3,9 @@ import ctypes
 import gc
 import importlib
 import os
+import shutil
+import subprocess
+import sysconfig
 import threading
 import weakref
 
@@ -326,3 +329,22 @@ class Worker(threading.Thread):
         if self.error is not None:
             raise AssertionError(f"{self.name} raised {self.error!r}") \
                 from self.error
+
+
+def build_extension(tmp_path_factory, name):
+    """Builds tests/python/<name>.c as an extension module for this
+    interpreter, with its own compiler settings; the module's directory.
+    Skips, naming why, without a C compiler."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    cc = (sysconfig.get_config_var("CC") or "cc").split()
+    if shutil.which(cc[0]) is None:
+        pytest.skip(f"no C compiler ({cc[0]}) to build the test module "
+                    f"{name}")
+    out = tmp_path_factory.mktemp(name)
+    target = out / (name + sysconfig.get_config_var("EXT_SUFFIX"))
+    subprocess.run(cc + ["-shared", "-fPIC", "-O1",
+                         "-I", sysconfig.get_paths()["include"],
+                         "-I", os.path.join(here, "..", "..", "include"),
+                         os.path.join(here, name + ".c"),
+                         "-o", str(target), "-lpthread"], check=True)
+    return str(out)

@@ -39,6 +39,7 @@ CAI_PYTHON_TESTS += tests/python/test_stubs.py \
 EXTRA_DIST += $(CAI_PYTHON_TESTS) tests/python/conftest.py \
 	tests/python/shared.py \
 	tests/python/pip-install.sh tests/python/xconsumer.c \
+	tests/python/xexporter.c \
 	tests/python/run-subinterp.sh tests/python/tapreport.py
 
 if HAVE_PYTHON

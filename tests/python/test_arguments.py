@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import caibridge
-from conftest import CAIProducer, HostProducer, collect, filled
+from conftest import CAIProducer, HostProducer, cai_of, collect, filled
 
 GOOD = {"shape": (4, 3), "typestr": "<f4", "data": (4096, False),
         "version": 3}
@@ -114,6 +114,32 @@ def test_cuda_stream_rules(sync):
         view.__dlpack__(stream=0)
     with pytest.raises(ValueError, match="stream = -7 is not a stream"):
         view.__dlpack__(stream=-7)
+
+
+def test_stream_just_below_minus_one_is_refused():
+    # -1 is "no ordering"; -2 and below are no stream at all.
+    view = caibridge.as_dlpack(CAIProducer(GOOD), device=(2, 0), sync=False)
+    with pytest.raises(ValueError, match="stream = -2 is not a stream"):
+        view.__dlpack__(stream=-2)
+    with pytest.raises(ValueError, match="stream = -2 is not a stream"):
+        caibridge.to_dlpack(CAIProducer(GOOD), device=(2, 0), sync=False,
+                            stream=-2)
+
+
+@pytest.mark.parametrize("device", [(3, 0), (13, 0)],
+                         ids=["pinned", "managed"])
+def test_dl_device_cpu_for_host_accessible_memory(device):
+    # Pinned and managed memory may be asked for as kDLCPU device 0, the
+    # only CPU device there is; another CPU device id is refused.
+    array = filled((4,), "float32")
+    producer = CAIProducer(cai_of(array), keep=array)
+    view = caibridge.as_dlpack(producer, device=device)
+    assert view.__dlpack__(dl_device=(1, 0), max_version=(1, 0)) is not None
+    with pytest.raises(BufferError, match=r"dl_device = \(1, 5\)"):
+        view.__dlpack__(dl_device=(1, 5), max_version=(1, 0))
+    with pytest.raises(BufferError, match=r"dl_device = \(1, 5\)"):
+        caibridge.to_dlpack(producer, device=device, dl_device=(1, 5),
+                            max_version=(1, 0))
 
 
 def test_dl_device_rules():
@@ -235,16 +261,43 @@ def test_ordering_skipped_when_not_needed():
                                sync=False) is not None
 
 
-def test_sync_env_variable(tmp_path):
-    code = ("import caibridge\n"
-            "class P:\n"
-            "    __cuda_array_interface__ = {'shape': (2,), 'typestr': '<f4',"
-            " 'data': (4096, False), 'version': 3, 'stream': 7}\n"
-            "v = caibridge.as_dlpack(P(), device=(2, 0))\n"
-            "v.__dlpack__(stream=5)\n"
-            "print(caibridge.SYNC_ENABLED)\n")
-    env = dict(os.environ, CAIBRIDGE_SYNC="0")
-    out = subprocess.run([sys.executable, "-c", code], env=env,
+SYNC_SPELLINGS = {"0": 0, "false": 0, "No": 0, "OFF": 0, "1": 1, "TRUE": 1,
+                  "yes": 1, "On": 1, "": 1}
+SYNC_CODE = ("import warnings\n"
+             "with warnings.catch_warnings(record=True) as seen:\n"
+             "    warnings.simplefilter('always')\n"
+             "    import caibridge\n"
+             "class P:\n"
+             "    __cuda_array_interface__ = {'shape': (2,), 'typestr': '<f4',"
+             " 'data': (4096, False), 'version': 3, 'stream': 7}\n"
+             "if not caibridge.SYNC_ENABLED:  # ordering off: no CUDA call\n"
+             "    v = caibridge.as_dlpack(P(), device=(2, 0))\n"
+             "    v.__dlpack__(stream=5)\n"
+             "print(caibridge.SYNC_ENABLED)\n"
+             "for w in seen:\n"
+             "    print(w.category.__name__, w.message)\n")
+
+
+def sync_env_run(value):
+    """SYNC_ENABLED, then one line per warning, in a process whose
+    CAIBRIDGE_SYNC is value."""
+    env = dict(os.environ, CAIBRIDGE_SYNC=value)
+    out = subprocess.run([sys.executable, "-c", SYNC_CODE], env=env,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "0"
+    return out.stdout.splitlines()
+
+
+@pytest.mark.parametrize("value", sorted(SYNC_SPELLINGS))
+def test_sync_env_variable(value):
+    assert sync_env_run(value) == [str(SYNC_SPELLINGS[value])], \
+        "read without a warning"
+
+
+@pytest.mark.parametrize("value", ["2", "disable", "0 "])
+def test_sync_env_variable_not_understood(value):
+    # Ordering stays on, and the warning names the variable and the value.
+    lines = sync_env_run(value)
+    assert lines[0] == "1"
+    assert len(lines) == 2 and lines[1].startswith(
+        "RuntimeWarning CAIBRIDGE_SYNC=%r is not understood" % value), lines

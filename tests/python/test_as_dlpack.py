@@ -222,6 +222,24 @@ def test_readonly_torch_takes_versioned(torch):
     check_view(torch_view(torch, HostProducer(array)), array)
 
 
+@pytest.mark.parametrize("export", [
+    lambda array: caibridge.as_dlpack(HostProducer(array)),
+    lambda array: array,  # NumPy's own __dlpack__
+], ids=["caibridge", "numpy"])
+def test_torch_ignores_read_only(torch, export):
+    """torch.from_dlpack hands out a writable tensor for a versioned export
+    marked READ_ONLY, from caibridge as from NumPy's own __dlpack__:
+    writing through it changes the read-only data.  If torch learns
+    READ_ONLY, this fails: then say so in the docs' peers section."""
+    array = filled((4,), "uint8")
+    array.flags.writeable = False
+    tensor = torch.from_dlpack(export(array))
+    assert data_pointer(array) == tensor.data_ptr(), "zero-copy"
+    tensor[0] = 120
+    assert array[0] == 120, "torch wrote through the read-only export"
+    assert not array.flags.writeable
+
+
 def test_readonly_jax_needs_opt_in(jax):
     array = readonly()
     with pytest.raises(BufferError, match="allow_readonly_legacy=True"):

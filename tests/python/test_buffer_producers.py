@@ -5,6 +5,7 @@ numeric one and their memory is C-contiguous; read-only comes from the
 buffer, and the export is held exactly as long as a tensor lives."""
 import array
 import ctypes
+import importlib
 import mmap
 import sys
 
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 import caibridge
-from conftest import collect, consumer, held_by
+from conftest import build_extension, collect, consumer, held_by
 
 torch, needs_torch = consumer("torch")
 
@@ -155,6 +156,47 @@ def test_producer_lives_exactly_as_long_as_the_tensor():
 def test_strided_memoryview_is_refused(make):
     with pytest.raises(BufferError, match="C-contiguous"):
         caibridge.as_dlpack(make())
+
+
+def test_fortran_ordered_memoryview_is_refused():
+    # Contiguous in Fortran order only: read as C order, its values would
+    # come out transposed.
+    fortran = np.asfortranarray(np.arange(6, dtype=np.int32).reshape(2, 3))
+    view = memoryview(fortran)
+    assert view.f_contiguous and not view.c_contiguous
+    with pytest.raises(BufferError, match="not C-contiguous"):
+        caibridge.as_dlpack(view)
+    with pytest.raises(BufferError, match="not C-contiguous"):
+        caibridge.to_dlpack(view)
+
+
+@pytest.fixture(scope="module")
+def xexporter(tmp_path_factory):
+    """tests/python/xexporter.c, built for this interpreter."""
+    sys.path.insert(0, build_extension(tmp_path_factory, "xexporter"))
+    try:
+        return importlib.import_module("xexporter")
+    finally:
+        sys.path.pop(0)
+
+
+@pytest.mark.parametrize("format, itemsize", [
+    ("d", 4), ("<i", 8), ("B", 2), ("Zf", 4)])
+def test_itemsize_disagreeing_with_format_is_refused(xexporter, format,
+                                                     itemsize):
+    exporter = xexporter.Exporter(bytearray(16), format, itemsize)
+    assert memoryview(exporter).itemsize == itemsize
+    with pytest.raises(BufferError, match="format '%s' has items of" %
+                       format):
+        caibridge.as_dlpack(exporter)
+
+
+def test_itemsize_agreeing_with_format_is_read(xexporter):
+    # The exporter itself is right: with an agreeing pair it converts.
+    memory = bytearray(np.arange(4, dtype=np.float64).tobytes())
+    exporter = xexporter.Exporter(memory, "d", 8)
+    np.testing.assert_array_equal(
+        np.from_dlpack(caibridge.as_dlpack(exporter)), [0.0, 1.0, 2.0, 3.0])
 
 
 @pytest.mark.parametrize("make, why", [

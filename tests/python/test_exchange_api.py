@@ -2,14 +2,19 @@
 its type, driven the way a C consumer drives it (through ctypes, holding
 the GIL as the API requires) and by a real consumer, tvm-ffi."""
 import ctypes
+import os
+import subprocess
 import sys
+import textwrap
+import warnings
 import weakref
 
 import numpy as np
 import pytest
 
 import caibridge
-from conftest import (DLTENSOR_FROM_PY, FROM_PY, TO_PY, WORK_STREAM, Header,
+from conftest import (DLTENSOR_FROM_PY, FROM_PY, TO_PY, VERSIONED_DELETER,
+                      WORK_STREAM, Header,
                       DLManagedTensorVersioned, DLTensor, ExchangeAPI,
                       FakeTensor, HostProducer, PyCapsule_New, call_deleter,
                       collect, data_pointer, dtype_of, exchange_table,
@@ -187,10 +192,13 @@ EXCHANGE_API_NAME = b"dlpack_exchange_api"  # outlives the capsules
 class ForeignTable:
     """A producer type's DLPack exchange table made with ctypes: it hands
     out FakeTensors on device, and its current_work_stream answers what the
-    test sets (work; fails with -1 when fail is set), recording each call."""
+    test sets (work; fails with -1 when fail is set), recording each call.
+    null_deleter hands out tensors without a deleter; refuse makes the
+    table fail (-1, no Python error set) instead of handing one out."""
 
     def __init__(self, device):
         self.device, self.work, self.fail = device, None, False
+        self.null_deleter, self.refuse = False, False
         self.tensors, self.asked = [], []
         self._from_py = FOREIGN_FROM_PY(self.from_py)
         self._work_stream = FOREIGN_WORK_STREAM(self.work_stream)
@@ -205,7 +213,11 @@ class ForeignTable:
             "__init__": lambda obj, array: setattr(obj, "array", array)})
 
     def from_py(self, obj, out):
+        if self.refuse:
+            return -1
         fake = FakeTensor(obj.array, device=self.device)
+        if self.null_deleter:
+            fake.struct.deleter = VERSIONED_DELETER()
         self.tensors.append(fake)
         out[0] = ctypes.cast(ctypes.addressof(fake.struct),
                              P(DLManagedTensorVersioned))
@@ -262,6 +274,142 @@ def test_foreign_table_work_stream_failure():
     with pytest.raises(BufferError, match="current_work_stream failed"):
         caibridge.from_dlpack(foreign.producer_type(filled((2,), "int8")))
     assert foreign.tensors[0].calls == 1, "the tensor taken was released"
+
+
+def test_foreign_table_null_deleter_when_work_stream_fails():
+    # DLPack allows a NULL deleter ("no way to provide a destructor"): the
+    # tensor taken is dropped without a call, and the error is raised.
+    foreign = ForeignTable(device=(2, 0))
+    foreign.fail = True
+    foreign.null_deleter = True
+    with pytest.raises(BufferError, match="current_work_stream failed"):
+        caibridge.from_dlpack(foreign.producer_type(filled((2,), "int8")))
+    assert foreign.tensors[0].calls == 0
+
+
+def test_foreign_table_null_deleter_view():
+    foreign = ForeignTable(device=(2, 0))
+    foreign.null_deleter = True
+    array = filled((3,), "int8")
+    view = caibridge.from_dlpack(foreign.producer_type(array))
+    assert view.__cuda_array_interface__["data"][0] == data_pointer(array)
+    del view
+    collect()
+    assert foreign.tensors[0].calls == 0
+
+
+class DLPackOnly:
+    """What a producer type with a table also has: __dlpack__, here
+    NumPy's, recording its calls."""
+
+    def __init__(self, array):
+        self.array, self.calls = array, 0
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+    def __dlpack__(self, **kwargs):
+        self.calls += 1
+        return self.array.__dlpack__(**kwargs)
+
+
+def with_table(api, keep):
+    """A DLPackOnly subclass whose type publishes api; keep holds what the
+    table's pointers point into."""
+    capsule = PyCapsule_New(ctypes.addressof(api), EXCHANGE_API_NAME, None)
+    return type("Tabled", (DLPackOnly,), {
+        "__dlpack_c_exchange_api__": capsule, "_keep": keep})
+
+
+@pytest.mark.parametrize("missing", ["from_py", "work_stream"])
+def test_foreign_table_missing_entry_is_no_table(missing):
+    foreign = ForeignTable(device=(1, 0))
+    setattr(foreign.api, missing, None)
+    producer = with_table(foreign.api, foreign)(filled((4,), "int16"))
+    before = caibridge._core._foreign_table_imports()
+    view = caibridge.from_dlpack(producer)
+    assert caibridge._core._foreign_table_imports() == before
+    assert producer.calls == 1 and foreign.tensors == [], "__dlpack__ served"
+    assert np.asarray(view).tolist() == [0, 1, 2, 3]
+
+
+def test_foreign_table_found_through_prev_api():
+    older = ForeignTable(device=(1, 0))
+    newer = ExchangeAPI(header=Header(2, 0, ctypes.addressof(older.api)))
+    producer = with_table(newer, older)(filled((4,), "int16"))
+    view = caibridge.from_dlpack(producer)
+    assert len(older.tensors) == 1 and producer.calls == 0, "table served"
+    assert view.__array_interface__["data"][0] == \
+        data_pointer(producer.array)
+
+
+LOOPING_CHAIN = textwrap.dedent("""
+    import ctypes, sys
+    sys.path.insert(0, sys.argv[1])
+    import caibridge
+    from conftest import filled
+    from test_exchange_api import ExchangeAPI, Header, with_table
+
+    # Two tables of a major version we do not know, each the other's prev.
+    a, b = ExchangeAPI(header=Header(2, 0)), ExchangeAPI(header=Header(3, 0))
+    a.header.prev_api = ctypes.addressof(b)
+    b.header.prev_api = ctypes.addressof(a)
+    producer = with_table(a, b)(filled((3,), "int8"))
+    print(caibridge.from_dlpack(producer).__array_interface__["shape"],
+          producer.calls)
+""")
+
+
+def test_foreign_table_looping_prev_api_is_no_table():
+    # Run apart: a walk that never ends would hang this process.  The
+    # timeout only turns such a hang into a failure.
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = subprocess.run([sys.executable, "-c", LOOPING_CHAIN, here],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["(3,)", "1"], "__dlpack__ served"
+
+
+# ---- A table that refuses: __dlpack__ gives the producer's answer -------
+
+def test_foreign_table_refusal_goes_to_dlpack():
+    foreign = ForeignTable(device=(1, 0))
+    foreign.refuse = True
+    producer = with_table(foreign.api, foreign)(filled((2,), "int8"))
+    view = caibridge.from_dlpack(producer)
+    assert producer.calls == 1
+    assert np.asarray(view).tolist() == [0, 1]
+
+
+def test_foreign_table_refusal_without_dlpack_stands():
+    foreign = ForeignTable(device=(1, 0))
+    foreign.refuse = True
+    with pytest.raises(BufferError, match="refused the object"):
+        caibridge.from_dlpack(foreign.producer_type(filled((2,), "int8")))
+
+
+def quantized(torch):
+    with warnings.catch_warnings():  # deprecated in torch 2.10 and later
+        warnings.simplefilter("ignore")
+        return torch.quantize_per_tensor(torch.tensor([1.0, 2.0]), 0.1, 0,
+                                         torch.quint8)
+
+
+@pytest.mark.parametrize("make", [
+    quantized,
+    lambda torch: torch.tensor([[1.0, 0.0], [0.0, 2.0]]).to_sparse(),
+], ids=["quantized", "sparse"])
+def test_torch_refusals_are_torchs_own(torch, make):
+    # torch's table raises RuntimeError; its __dlpack__, and so NumPy,
+    # BufferError: caibridge answers as __dlpack__ does.
+    tensor = make(torch)
+    with pytest.raises(BufferError) as own:
+        tensor.__dlpack__()
+    with pytest.raises(BufferError) as ours:
+        caibridge.from_dlpack(tensor)
+    assert str(ours.value) == str(own.value)
+    with pytest.raises(BufferError):
+        np.from_dlpack(tensor)
 
 
 # ---- A real consumer of the table ---------------------------------------

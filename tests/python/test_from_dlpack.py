@@ -243,8 +243,18 @@ def test_cuda_round_trip_describes_same_memory(make, device):
     elif array.size:
         assert cai["strides"] == array.strides
     assert cai["stream"] == 1, "None means the legacy default stream"
-    assert not hasattr(back, "__array_interface__")
     assert back.__dlpack_device__() == device
+    if device[0] == 2:
+        assert not hasattr(back, "__array_interface__")
+        return
+    # Pinned and managed memory is host memory too, read once the host has
+    # waited for stream 1: without a CUDA driver that wait fails.
+    try:
+        host = back.__array_interface__
+    except caibridge.CUDAError as exc:
+        assert "cudaStreamSynchronize" in str(exc)
+    else:
+        assert host == {k: v for k, v in cai.items() if k != "stream"}
 
 
 class RecordingCUDAProducer:
@@ -394,3 +404,40 @@ def test_hostile_dlpack_producer(case, expected, needle):
     assert needle.lower() in str(info.value).lower()
     del info
     assert sys.getrefcount(p) == before
+
+
+# ---- Pinned and managed memory: host memory to NumPy as well -------------
+
+@pytest.mark.parametrize("device", [(3, 0), (13, 0)],
+                         ids=["pinned", "managed"])
+def test_pinned_and_managed_views_read_by_numpy(device):
+    # A capsule with no stream asked: the data is ready (stream None), so
+    # no wait is needed and none is made (no CUDA driver here).
+    array = filled((2, 3), "float32")
+    tensor = FakeTensor(array, device=device)
+    view = caibridge.from_dlpack(tensor.capsule())
+    host = view.__array_interface__
+    assert "stream" not in host, "the CAI 'stream' is not NumPy's"
+    assert host == {k: v for k, v in view.__cuda_array_interface__.items()
+                    if k != "stream"}
+    result = np.asarray(view)
+    assert result.dtype == np.float32, "not an object array"
+    assert data_pointer(result) == data_pointer(array), "zero-copy"
+    np.testing.assert_array_equal(result, array)
+
+
+def test_pinned_view_host_read_waits_for_its_stream():
+    # The view reports stream 5: a host read first waits for it.  Without
+    # a CUDA driver the wait fails, which shows it was made.
+    tensor = FakeTensor(filled((4,), "int8"), device=(3, 0))
+    view = caibridge.from_dlpack(tensor.capsule(), stream=5)
+    assert view.__cuda_array_interface__["stream"] == 5
+    with pytest.raises(caibridge.CUDAError, match="cudaStreamSynchronize"):
+        view.__array_interface__
+
+
+def test_device_memory_view_has_no_array_interface():
+    tensor = FakeTensor(filled((4,), "int8"), device=(2, 0))
+    view = caibridge.from_dlpack(tensor.capsule())
+    with pytest.raises(AttributeError, match="CUDA device memory"):
+        view.__array_interface__

@@ -463,7 +463,8 @@ class RaisingCAI:
 
 
 class RaisingAttrCAI:
-    """AttributeError from the property reads as 'no such attribute'."""
+    """AttributeError from the property: no such attribute, unless nothing
+    else describes the object (then the error is reported)."""
 
     @property
     def __cuda_array_interface__(self):
@@ -486,11 +487,12 @@ def test_raising_property_propagates(cls):
     assert sys.getrefcount(p) == before
 
 
-def test_attribute_error_property_means_absent():
+def test_attribute_error_property_is_reported():
     p = RaisingAttrCAI()
-    with pytest.raises(TypeError, match="neither __cuda_array_interface__ "
-                                        "nor __array_interface__"):
+    with pytest.raises(TypeError, match="__cuda_array_interface__ raised "
+                                        "AttributeError") as info:
         caibridge.as_dlpack(p, device=CUDA_DEVICE)
+    assert str(info.value.__cause__) == "not today"
     for plain in (object(), valid_iface()):  # a bare dict is no producer
         with pytest.raises(TypeError, match="neither"):
             caibridge.as_dlpack(plain)
@@ -705,3 +707,48 @@ def test_dict_emptied_while_parsed(field, cuda):
     assert outcomes, result.stderr
     assert outcomes <= {"accepted, consistent", f"refused naming {field}"}, \
         outcomes
+
+
+# ---- An AttributeError raised inside an interface property ---------------
+
+class TypoCAI:
+    """A CAI producer whose property reads an attribute it never set."""
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"data": (self.ptr, False), "shape": (1,), "typestr": "<f4",
+                "version": 3}
+
+
+class TypoAI:
+    @property
+    def __array_interface__(self):
+        return self.array.__array_interface__
+
+
+class NoInterface:
+    def __getattr__(self, name):  # every attribute absent, as documented
+        raise AttributeError(name)
+
+
+@pytest.mark.parametrize("convert", [caibridge.as_dlpack, caibridge.to_dlpack],
+                         ids=["as_dlpack", "to_dlpack"])
+@pytest.mark.parametrize("cls, name", [
+    (TypoCAI, "__cuda_array_interface__"), (TypoAI, "__array_interface__")])
+def test_attribute_error_inside_property_is_reported(convert, cls, name):
+    with pytest.raises(TypeError) as info:
+        convert(cls())
+    assert str(info.value).startswith(
+        "%s.%s raised AttributeError inside the property" % (cls.__name__,
+                                                             name))
+    cause = info.value.__cause__
+    assert isinstance(cause, AttributeError), "chained to the real error"
+    assert "has no attribute" in str(cause) and \
+        ("'ptr'" in str(cause) or "'array'" in str(cause))
+
+
+def test_absent_interfaces_still_named():
+    with pytest.raises(TypeError, match="has neither __cuda_array_interface__"
+                                        " nor __array_interface__") as info:
+        caibridge.as_dlpack(NoInterface())
+    assert info.value.__cause__ is None

@@ -154,3 +154,43 @@ def test_deleter_releases_owner_exactly_once(versioned, where):
     del producer
     collect()
     assert alive() is None, "the deleter released the producer"
+
+
+# ---- A producer that keeps the view of its own hand-over -----------------
+
+def collected_of(keep, rounds=200):
+    """How many of rounds producers are collected once each keeps
+    keep(producer) in an attribute (a cycle through caibridge)."""
+    refs = []
+    for _ in range(rounds):
+        producer = HostProducer(filled((4,), "int32"))
+        producer.kept = keep(producer)
+        refs.append(weakref.ref(producer))
+        del producer
+    collect()
+    return sum(ref() is None for ref in refs)
+
+
+@pytest.mark.parametrize("keep", [
+    lambda p: caibridge.from_dlpack(caibridge.as_dlpack(p)),
+    lambda p: caibridge.from_dlpack(caibridge.to_dlpack(p, max_version=(1, 0))),
+    lambda p: caibridge.from_dlpack(caibridge.from_dlpack(
+        caibridge.as_dlpack(p))),
+], ids=["as_dlpack", "to_dlpack", "re-exported"])
+def test_view_of_own_hand_over_is_collected(keep):
+    # The CAIView shows the collector the producer its tensor holds.
+    assert collected_of(keep) == 200
+
+
+def test_capsule_of_own_hand_over_is_not_collected():
+    # A capsule cannot show the collector what its tensor holds (PyCapsule
+    # has no traverse): this cycle stays until the attribute is dropped.
+    producer = HostProducer(filled((4,), "int32"))
+    producer.kept = caibridge.to_dlpack(producer, max_version=(1, 0))
+    alive = weakref.ref(producer)
+    del producer
+    collect()
+    assert alive() is not None, "documented: a capsule's cycle stays"
+    del alive().kept
+    collect()
+    assert alive() is None

@@ -9,16 +9,15 @@ Each case runs in a child process with a timeout, so a deadlock fails the
 test instead of hanging it.  The C consumer (xconsumer.c) is compiled here
 with the interpreter's own compiler settings."""
 import os
-import shutil
 import subprocess
 import sys
-import sysconfig
 import textwrap
 
 import pytest
 
+from conftest import build_extension
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-TOP = os.path.dirname(os.path.dirname(HERE))
 TIMEOUT = 120
 
 # Runs in the interpreter under test: stdlib producers only (NumPy does not
@@ -116,17 +115,7 @@ sys.path.insert(0, {consumer_dir!r})
 
 def consumer(tmp_path_factory):
     """Builds xconsumer for this interpreter; its directory."""
-    cc = (sysconfig.get_config_var("CC") or "cc").split()
-    if shutil.which(cc[0]) is None:
-        pytest.skip(f"no C compiler ({cc[0]}) to build the test consumer")
-    out = tmp_path_factory.mktemp("xconsumer")
-    target = out / ("xconsumer" + sysconfig.get_config_var("EXT_SUFFIX"))
-    subprocess.run(cc + ["-shared", "-fPIC", "-O1",
-                         "-I", sysconfig.get_paths()["include"],
-                         "-I", os.path.join(TOP, "include"),
-                         os.path.join(HERE, "xconsumer.c"),
-                         "-o", str(target), "-lpthread"], check=True)
-    return str(out)
+    return build_extension(tmp_path_factory, "xconsumer")
 
 
 @pytest.fixture(scope="module")
