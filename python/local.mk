@@ -30,7 +30,8 @@ CAI_PY_TYPING_FILES = \
 
 EXTRA_DIST += $(CAI_PY_MODULE_FILES) $(CAI_PY_TYPING_FILES) \
 	$(CAI_PY_SOURCES) $(CAI_PY_PRIVATE_H) python/sources.py python/requirements-test.txt \
-	setup.py pyproject.toml MANIFEST.in examples/quickstart.py
+	setup.py pyproject.toml MANIFEST.in examples/quickstart.py \
+	python/caibridge/_core.map
 
 if HAVE_PYTHON
 caibridgedir = $(pyexecdir)/caibridge

@@ -35,6 +35,7 @@ CUDA_DOUBLE_TESTS = \
 	tests/cuda/preloaded-t \
 	tests/cuda/old-runtime-t \
 	tests/cuda/wrong-library-t \
+	tests/cuda/search-t \
 	tests/cuda/fence-t \
 	tests/cuda/messages-t
 check_PROGRAMS += $(CUDA_DOUBLE_TESTS)
@@ -46,6 +47,9 @@ tests_cuda_once_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_preloaded_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_old_runtime_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_wrong_library_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
+tests_cuda_search_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS) -I$(top_srcdir)/src
+# The search functions are private: linked from the core, not the .so.
+tests_cuda_search_t_LDADD = src/libcaibridge-core.la tests/tap/libtap.a
 tests_cuda_fence_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_messages_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 # Runs itself as a child through /proc/PID/exe: not under valgrind.
