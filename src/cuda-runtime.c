@@ -500,7 +500,17 @@ int cai_cuda_runtime_version(int *version, cai_error_t *err)
     return cai_ok(err);
 }
 
+int cai_cuda_headers_version(void)
+{
+    return CUDART_VERSION;
+}
+
 #else /* !HAVE_CUDA */
+
+int cai_cuda_headers_version(void)
+{
+    return 0;
+}
 
 void cai_cuda_search_hook(void (*hook)(void))
 {

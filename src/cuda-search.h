@@ -24,4 +24,8 @@ int cai_cuda_search_dirs(const char *const *dirs, size_t count);
 int cai_cuda_runtime_info(char *path, size_t size, const char **how,
                           int *version, cai_error_t *err);
 
+/* CUDART_VERSION of the headers built with (13000 for 13.0); 0 without
+ * CUDA support. */
+int cai_cuda_headers_version(void);
+
 #endif /* CAIBRIDGE_CUDA_SEARCH_H */

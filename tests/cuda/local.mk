@@ -63,7 +63,7 @@ endif
 # tests/python's files.
 CAI_CUDA_PYTHON_TESTS = tests/cuda/test_stream_order.py \
 	tests/cuda/test_cuda_bridge.py tests/cuda/test_exchange_streams.py \
-	tests/cuda/test_streams.py
+	tests/cuda/test_streams.py tests/cuda/test_runtime_search.py
 EXTRA_DIST += $(CAI_CUDA_PYTHON_TESTS) tests/cuda/test_no_cuda.py
 if HAVE_PYTHON
 TESTS += tests/cuda/test_no_cuda.py
