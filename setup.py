@@ -35,10 +35,8 @@ def cuda_config():
             "caibridge: CAIBRIDGE_CUDA=0: building WITHOUT CUDA support; "
             "CUDA arrays will raise CUDAError\n")
         return None, []
-    tried = []
     for include in cuda_include_dirs():
         found = cudart_version(include)
-        tried.append(include)
         if found is None:
             continue
         sys.stderr.write("caibridge: CUDA %d.%d headers from %s\n"
@@ -47,14 +45,37 @@ def cuda_config():
             "#define HAVE_CUDA 1",
             '#define CAI_CUDART_SONAME "libcudart.so.%d"' % (found // 1000)]
     raise SystemExit(
-        "caibridge: no CUDA headers (cuda_runtime_api.h) in %s.  pip "
-        "installs them from the build requirement nvidia-cuda-runtime; "
-        "without build isolation, `pip install nvidia-cuda-runtime` or set "
+        "caibridge: no CUDA headers (cuda_runtime_api.h, cuda.h, "
+        "crt/host_defines.h) found (tried %s).  pip installs them from the "
+        "build requirements nvidia-cuda-runtime and nvidia-cuda-crt; "
+        "without build isolation, `pip install nvidia-cuda-runtime "
+        "nvidia-cuda-crt` or set "
         "CUDA_HOME to a CUDA toolkit.  CAIBRIDGE_CUDA=0 builds without CUDA."
-        % (", ".join(tried) or "no candidate folder"))
+        % "CUDA_HOME, CUDA_PATH, nvidia/cu*/include on sys.path, "
+        "/usr/local/cuda")
+
+
+def target_machine():
+    """The machine a cross build targets (_PYTHON_HOST_PLATFORM=linux-aarch64,
+    as .ci/wheels sets with zig's cross compiler), else None."""
+    target = os.environ.get("_PYTHON_HOST_PLATFORM", "")
+    if not target.startswith("linux-"):
+        return None
+    machine = target[len("linux-"):]
+    return None if machine == os.uname().machine else machine
 
 
 class BuildExt(build_ext):
+    def get_ext_filename(self, fullname):
+        # A cross build names the module for the target's interpreter
+        # (_core.cpython-311-aarch64-linux-gnu.so), not the host's.
+        name = super().get_ext_filename(fullname)
+        machine = target_machine()
+        if machine is not None:
+            name = name.replace("-%s-linux-" % os.uname().machine,
+                                "-%s-linux-" % machine)
+        return name
+
     def finalize_options(self):
         super().finalize_options()
         # The CUDA headers found may differ from the last build's: compile

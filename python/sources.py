@@ -58,7 +58,8 @@ def cuda_include_dirs():
     """Folders that may hold the CUDA runtime headers, in the order tried:
     the toolkit CUDA_HOME or CUDA_PATH names, NVIDIA's pip package
     nvidia-cuda-runtime (nvidia/cu13/include from 13.0 on,
-    nvidia/cuda_runtime/include before) on sys.path, /usr/local/cuda."""
+    nvidia/cuda_runtime/include before) on sys.path, /usr/local/cuda.
+    Only folders with all the headers the build includes."""
     dirs = [os.path.join(os.environ[name], "include")
             for name in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(name)]
     for entry in sys.path:
@@ -67,8 +68,10 @@ def cuda_include_dirs():
                        reverse=True)
         dirs.append(os.path.join(base, "cuda_runtime", "include"))
     dirs.append("/usr/local/cuda/include")
-    return [d for d in dirs if os.path.isfile(
-        os.path.join(d, "cuda_runtime_api.h"))]
+    # crt/ comes in its own package (nvidia-cuda-crt) from CUDA 13 on.
+    return [d for d in dirs if all(os.path.isfile(os.path.join(d, h)) for h in
+                                   ("cuda_runtime_api.h", "cuda.h",
+                                    os.path.join("crt", "host_defines.h")))]
 
 
 def cudart_version(include):
