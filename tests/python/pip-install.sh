@@ -92,6 +92,13 @@ fi
 
 cd "$work"
 "$py" -c 'import caibridge, sys; print("# pip-install: caibridge",
-    caibridge.__version__, "from", caibridge.__file__, "on", sys.version)'
+    caibridge.__version__, "from", caibridge.__file__, "on", sys.version,
+    "cuda_built:", caibridge.cuda_built())'
+# Every wheel and every pip build has CUDA support built in.
+if [ "${CAIBRIDGE_CUDA:-}" != 0 ] &&
+   ! "$py" -c 'import caibridge, sys; sys.exit(not caibridge.cuda_built())'; then
+    echo "not ok - caibridge installed without CUDA support"
+    exit 1
+fi
 PYTHONDONTWRITEBYTECODE=1 "$py" "$top/tests/python/tapreport.py" \
     -p no:cacheprovider --rootdir="$top/tests/python" "$top/tests/python"
