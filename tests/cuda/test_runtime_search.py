@@ -41,13 +41,15 @@ def fake_wheel(root, sub):
 
 
 def run(code, path_entries=(), **env_changes):
-    """Runs code with sys.path entries first; prints come back as lines."""
+    """Runs code with sys.path entries first; prints come back as lines.
+    Without the site packages (-S): a CUDA runtime pip installed there
+    would be found before $CONDA_PREFIX/lib."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("CAIBRIDGE_CUDART", "CONDA_PREFIX")}
     env.update(env_changes)
     env["PYTHONPATH"] = os.pathsep.join(
         [str(p) for p in path_entries] + [env.get("PYTHONPATH", "")])
-    out = subprocess.run([sys.executable, "-c", code], env=env,
+    out = subprocess.run([sys.executable, "-S", "-c", code], env=env,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     return out.stdout.splitlines()
