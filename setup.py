@@ -2,9 +2,16 @@
 
 The lists of sources come from src/local.mk (the core) and python/local.mk
 (the extension), see python/sources.py; src/ is on the include path for
-the core's private header that the extension shares.  What configure would write to
-config.h (HAVE_CUDA, CAI_CUDART_SONAME) is worked out here from the CUDA
-headers, when present, and written to a config.h in the build directory.
+the core's private header that the extension shares.  What configure would
+write to config.h (HAVE_CUDA, CAI_CUDART_SONAME) is worked out here from the
+CUDA headers and written to a config.h in the build directory.
+
+CUDA support is always built: the headers come from NVIDIA's pip package
+nvidia-cuda-runtime (a build requirement in pyproject.toml), or from the
+toolkit that CUDA_HOME or CUDA_PATH names.  A build without CUDA happens
+only when CAIBRIDGE_CUDA=0 asks for it, and says so.  Every object is
+compiled again on every build (no stale build/ state decides what a rebuild
+gives), and the version is read from include/caibridge.h, its one place.
 """
 import os
 import re
@@ -15,34 +22,66 @@ from setuptools.command.build_ext import build_ext
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(ROOT, "python"))
+from sources import cuda_include_dirs, cudart_version, version  # noqa: E402
 from sources import core_sources, module_sources  # noqa: E402
 
 sys.path.pop(0)
 
 
 def cuda_config():
-    """config.h lines for the CUDA toolkit headers found, if any."""
+    """(include folder, config.h lines) for the CUDA headers to build with."""
     if os.environ.get("CAIBRIDGE_CUDA", "") == "0":
+        sys.stderr.write(
+            "caibridge: CAIBRIDGE_CUDA=0: building WITHOUT CUDA support; "
+            "CUDA arrays will raise CUDAError\n")
         return None, []
-    for base in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"),
-                 "/usr/local/cuda"):
-        if not base:
+    for include in cuda_include_dirs():
+        found = cudart_version(include)
+        if found is None:
             continue
-        header = os.path.join(base, "include", "cuda_runtime_api.h")
-        if not os.path.exists(header):
-            continue
-        with open(header, encoding="utf-8", errors="replace") as f:
-            match = re.search(r"#define\s+CUDART_VERSION\s+(\d+)", f.read())
-        if match is None:
-            continue
-        major = int(match.group(1)) // 1000
-        return os.path.join(base, "include"), [
+        sys.stderr.write("caibridge: CUDA %d.%d headers from %s\n"
+                         % (found // 1000, found % 1000 // 10, include))
+        return include, [
             "#define HAVE_CUDA 1",
-            '#define CAI_CUDART_SONAME "libcudart.so.%d"' % major]
-    return None, []
+            '#define CAI_CUDART_SONAME "libcudart.so.%d"' % (found // 1000)]
+    raise SystemExit(
+        "caibridge: no CUDA headers (cuda_runtime_api.h, cuda.h, "
+        "crt/host_defines.h) found (tried %s).  pip installs them from the "
+        "build requirements nvidia-cuda-runtime and nvidia-cuda-crt; "
+        "without build isolation, `pip install nvidia-cuda-runtime "
+        "nvidia-cuda-crt` or set "
+        "CUDA_HOME to a CUDA toolkit.  CAIBRIDGE_CUDA=0 builds without CUDA."
+        % "CUDA_HOME, CUDA_PATH, nvidia/cu*/include on sys.path, "
+        "/usr/local/cuda")
+
+
+def target_machine():
+    """The machine a cross build targets (_PYTHON_HOST_PLATFORM=linux-aarch64,
+    as .ci/wheels sets with zig's cross compiler), else None."""
+    target = os.environ.get("_PYTHON_HOST_PLATFORM", "")
+    if not target.startswith("linux-"):
+        return None
+    machine = target[len("linux-"):]
+    return None if machine == os.uname().machine else machine
 
 
 class BuildExt(build_ext):
+    def get_ext_filename(self, fullname):
+        # A cross build names the module for the target's interpreter
+        # (_core.cpython-311-aarch64-linux-gnu.so), not the host's.
+        name = super().get_ext_filename(fullname)
+        machine = target_machine()
+        if machine is not None:
+            name = name.replace("-%s-linux-" % os.uname().machine,
+                                "-%s-linux-" % machine)
+        return name
+
+    def finalize_options(self):
+        super().finalize_options()
+        # The CUDA headers found may differ from the last build's: compile
+        # everything again rather than trust timestamps in build/.
+        self.force = True
+
     def build_extensions(self):
         cuda_include, lines = cuda_config()
         config_dir = os.path.join(self.build_temp, "caibridge-config")
@@ -57,16 +96,25 @@ class BuildExt(build_ext):
         super().build_extensions()
 
 
+# Only PyInit__core leaves the extension: the core's cai_* functions stay
+# inside, so a system libcaibridge in the same process cannot clash.
+link_args = []
+if sys.platform.startswith("linux"):
+    link_args = ["-Wl,--version-script=" + os.path.join(
+        "python", "caibridge", "_core.map")]
+
 core = Extension(
     "caibridge._core",
     sources=core_sources(ROOT) + module_sources(ROOT),
     include_dirs=["include", "src"],
     define_macros=[("CAIBRIDGE_BUILDING", "1")],
     extra_compile_args=["-fvisibility=hidden"],
-    libraries=["dl"] if sys.platform.startswith("linux") else [],
+    extra_link_args=link_args,
+    libraries=["dl", "pthread"] if sys.platform.startswith("linux") else [],
 )
 
 setup(
+    version=version(ROOT),
     ext_modules=[core],
     cmdclass={"build_ext": BuildExt},
     package_dir={"caibridge": "python/caibridge"},

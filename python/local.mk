@@ -20,18 +20,22 @@ CAI_PY_SOURCES = \
 	python/caibridge/exchange.c \
 	python/caibridge/errors.c \
 	python/caibridge/buffer.c \
-	python/caibridge/bridge.c
+	python/caibridge/bridge.c \
+	python/caibridge/config.c
 CAI_PY_PRIVATE_H = python/caibridge/caibridge_module.h
 
 CAI_PY_MODULE_FILES = \
-	python/caibridge/__init__.py
+	python/caibridge/__init__.py \
+	python/caibridge/__main__.py \
+	python/caibridge/_config.py
 CAI_PY_TYPING_FILES = \
 	python/caibridge/__init__.pyi \
 	python/caibridge/py.typed
 
 EXTRA_DIST += $(CAI_PY_MODULE_FILES) $(CAI_PY_TYPING_FILES) \
 	$(CAI_PY_SOURCES) $(CAI_PY_PRIVATE_H) python/sources.py python/requirements-test.txt \
-	setup.py pyproject.toml MANIFEST.in examples/quickstart.py
+	setup.py pyproject.toml MANIFEST.in examples/quickstart.py \
+	python/caibridge/_core.map
 
 if HAVE_PYTHON
 caibridgedir = $(pyexecdir)/caibridge

@@ -1,9 +1,19 @@
 """The C sources, read from the Automake fragments so the Autotools build
 and the pip build (setup.py) share one list: the core's from src/local.mk
 (CAI_CORE_SOURCES), the extension's from python/local.mk
-(CAI_PY_SOURCES)."""
+(CAI_PY_SOURCES).  Also the other facts both builds read: the version
+(include/caibridge.h, its one place) and the folders that may hold the
+CUDA headers.
+
+    python python/sources.py               the C sources
+    python python/sources.py --version     the version
+    python python/sources.py --cuda-include
+                                           the first folder with CUDA headers
+"""
+import glob
 import os
 import re
+import sys
 
 
 def _make_list(root, fragment, variable):
@@ -32,6 +42,57 @@ def module_sources(root):
                       "CAI_PY_SOURCES")
 
 
+def version(root):
+    """The version, from CAIBRIDGE_VERSION_STRING in include/caibridge.h."""
+    with open(os.path.join(root, "include", "caibridge.h"),
+              encoding="utf-8") as f:
+        match = re.search(r'^#define CAIBRIDGE_VERSION_STRING "([^"]+)"',
+                          f.read(), re.MULTILINE)
+    if match is None:
+        raise RuntimeError("include/caibridge.h defines no "
+                           "CAIBRIDGE_VERSION_STRING")
+    return match.group(1)
+
+
+def cuda_include_dirs():
+    """Folders that may hold the CUDA runtime headers, in the order tried:
+    the toolkit CUDA_HOME or CUDA_PATH names, NVIDIA's pip package
+    nvidia-cuda-runtime (nvidia/cu13/include from 13.0 on,
+    nvidia/cuda_runtime/include before) on sys.path, /usr/local/cuda.
+    Only folders with all the headers the build includes."""
+    dirs = [os.path.join(os.environ[name], "include")
+            for name in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(name)]
+    for entry in sys.path:
+        base = os.path.join(entry or os.curdir, "nvidia")
+        dirs += sorted(glob.glob(os.path.join(base, "cu[0-9]*", "include")),
+                       reverse=True)
+        dirs.append(os.path.join(base, "cuda_runtime", "include"))
+    dirs.append("/usr/local/cuda/include")
+    # crt/ comes in its own package (nvidia-cuda-crt) from CUDA 13 on.
+    return [d for d in dirs if all(os.path.isfile(os.path.join(d, h)) for h in
+                                   ("cuda_runtime_api.h", "cuda.h",
+                                    os.path.join("crt", "host_defines.h")))]
+
+
+def cudart_version(include):
+    """CUDART_VERSION of the headers in include (13000 for 13.0), or None."""
+    try:
+        with open(os.path.join(include, "cuda_runtime_api.h"),
+                  encoding="utf-8", errors="replace") as f:
+            match = re.search(r"#define\s+CUDART_VERSION\s+(\d+)", f.read())
+    except OSError:
+        return None
+    return int(match.group(1)) if match else None
+
+
 if __name__ == "__main__":
     top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    print("\n".join(core_sources(top) + module_sources(top)))
+    if sys.argv[1:] == ["--version"]:
+        print(version(top))
+    elif sys.argv[1:] == ["--cuda-include"]:
+        found = [d for d in cuda_include_dirs() if cudart_version(d)]
+        if not found:
+            sys.exit(1)
+        print(os.path.abspath(found[0]))
+    else:
+        print("\n".join(core_sources(top) + module_sources(top)))

@@ -17,7 +17,13 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "cuda-internal.h"
+#include "cuda-search.h"
 
 #ifdef HAVE_CUDA
 
@@ -63,12 +69,21 @@ static const struct entry_point driver_entry_points[] = {
 };
 
 
-/* Written once under pthread_once, read-only afterwards. */
+/* Bound for good once runtime_loaded is set (with release order); until
+ * then each call searches again under runtime_lock, so a runtime that comes
+ * later (torch imported, a wheel installed) is still found. */
 struct cudart cai_rt;
 static void *runtime_handle;
 int cai_rt_version;
+static int runtime_loaded;
+static char runtime_path[PATH_MAX];
+static const char *runtime_how = "";
 static char runtime_problem[sizeof ((cai_error_t *)0)->message];
-static pthread_once_t runtime_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t runtime_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+/* The Python module's folders, each ended by a NUL, the list by another. */
+static char search_dirs[16384];
+static void (*search_hook)(void);
 struct cudriver cai_drv;
 static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
 
@@ -182,45 +197,122 @@ static int load_from(const char *file, int flags, const char *what)
     return 0;
 }
 
-/* The runtime majors the headers' layout serves, newest first: a CUDA 13
- * build still runs on a 12.x driver through a libcudart.so.12. */
-static void load_by_soname(char *problems, size_t size)
+/* Appends one reason to the list of them. */
+static void add_problem(char *problems, size_t size, size_t *used,
+                        const char *fmt, ...)
 {
-    int major, driver_version = 0;
-    size_t used = 0;
+    va_list ap;
+    int n;
+
+    if (*used >= size)
+        return;
+    if (*used > 0)
+        *used += (size_t)snprintf(problems + *used, size - *used, "; ");
+    if (*used >= size)
+        return;
+    va_start(ap, fmt);
+    n = vsnprintf(problems + *used, size - *used, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        *used += (size_t)n;
+}
+
+/* The runtime majors the headers' layout serves, newest first: a CUDA 13
+ * build still runs on a 12.x driver through a libcudart.so.12.  In dir
+ * when given (only files that exist), else by soname.  0 when bound. */
+static int load_newest(const char *dir, char *problems, size_t size,
+                       size_t *used)
+{
+    int major, driver_version = 0, first = 1;
 
     for (major = CUDART_VERSION / 1000; major >= OLDEST_RUNTIME / 1000;
          major--) {
-        char soname[32];
+        char file[PATH_MAX];
 
-        snprintf(soname, sizeof soname, "libcudart.so.%d", major);
-        if (load_from(soname, RTLD_NOW | RTLD_LOCAL, soname) != 0) {
-            /* Only the first reason: the older ones say the same. */
-            if (used == 0)
-                used = (size_t)snprintf(problems, size, "%s",
-                                        runtime_problem);
+        if (dir != NULL) {
+            if (snprintf(file, sizeof file, "%s/libcudart.so.%d", dir,
+                         major) >= (int)sizeof file ||
+                access(file, F_OK) != 0)
+                continue;
+        } else {
+            snprintf(file, sizeof file, "libcudart.so.%d", major);
+        }
+        if (load_from(file, RTLD_NOW | RTLD_LOCAL, file) != 0) {
+            /* Of the sonames, only the first reason: the older ones say
+             * the same. */
+            if (dir != NULL || first)
+                add_problem(problems, size, used, "%s", runtime_problem);
+            first = 0;
             continue;
         }
+        first = 0;
         if (cai_rt.driver_get_version(&driver_version) == cudaSuccess &&
             driver_version > 0 &&
             driver_version / 1000 < cai_rt_version / 1000) {
             /* Driver too old for this runtime: try an older one. */
-            if (used < size)
-                used += (size_t)snprintf(
-                    problems + used, size - used,
-                    "%sthe CUDA driver (%d.%d) is too old for %s (%d.%d)",
-                    used > 0 ? "; " : "", driver_version / 1000,
-                    driver_version % 1000 / 10, soname,
-                    cai_rt_version / 1000, cai_rt_version % 1000 / 10);
+            add_problem(problems, size, used,
+                        "the CUDA driver (%d.%d) is too old for %s (%d.%d)",
+                        driver_version / 1000, driver_version % 1000 / 10,
+                        file, cai_rt_version / 1000,
+                        cai_rt_version % 1000 / 10);
             dlclose(runtime_handle);
             runtime_handle = NULL;
             memset(&cai_rt, 0, sizeof cai_rt);
             continue;
         }
-        return; /* no driver at all is reported at the first call */
+        return 0; /* no driver at all is reported at the first call */
     }
     memset(&cai_rt, 0, sizeof cai_rt);
-    set_problem("%s", problems);
+    return -1;
+}
+
+/* CAIBRIDGE_CUDART must be an absolute path (a relative one would depend on
+ * the working directory at the first CUDA call) to a file that only its
+ * owner, this user or root, may change, in a folder others cannot write to
+ * (unless sticky, as /tmp, where they cannot replace it). */
+static int check_chosen(const char *chosen, const char *what)
+{
+    char real[PATH_MAX], *slash;
+    struct stat st;
+
+    if (chosen[0] != '/') {
+        set_problem("%s is not used: it must be an absolute path (a "
+                    "relative one would depend on the working directory)",
+                    what);
+        return -1;
+    }
+    if (realpath(chosen, real) == NULL || stat(real, &st) != 0) {
+        set_problem("%s could not be loaded: %s", what, strerror(errno));
+        return -1;
+    }
+    if ((st.st_uid != 0 && st.st_uid != geteuid()) ||
+        (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+        set_problem("%s is not used: %s may be written by others (owner "
+                    "uid %ld, mode %04o); only its owner, this user or "
+                    "root, may write a library caibridge loads", what, real,
+                    (long)st.st_uid, (unsigned)(st.st_mode & 07777));
+        return -1;
+    }
+    slash = strrchr(real, '/');
+    if (slash == real)
+        slash[1] = '\0';
+    else
+        *slash = '\0';
+    if (stat(real, &st) != 0) {
+        set_problem("%s could not be loaded: %s: %s", what, real,
+                    strerror(errno));
+        return -1;
+    }
+    if ((st.st_uid != 0 && st.st_uid != geteuid()) ||
+        ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 &&
+         (st.st_mode & S_ISVTX) == 0)) {
+        set_problem("%s is not used: its folder %s may be written by "
+                    "others (owner uid %ld, mode %04o), who could replace "
+                    "the library", what, real, (long)st.st_uid,
+                    (unsigned)(st.st_mode & 07777));
+        return -1;
+    }
+    return 0;
 }
 
 static void note_fork(void)
@@ -228,44 +320,143 @@ static void note_fork(void)
     cai_forked_after_load = 1;
 }
 
-/* The order: CAIBRIDGE_CUDART, a runtime already in the process, then the
- * supported sonames, newest first. */
+static void watch_fork(void)
+{
+    pthread_atfork(NULL, NULL, note_fork);
+}
+
+/* Bound: say where from, and publish cai_rt to the lock-free readers. */
+static void found(const char *how)
+{
+    Dl_info info;
+    void *symbol;
+
+    runtime_how = how;
+    memcpy(&symbol, &cai_rt.runtime_get_version, sizeof symbol);
+    if (dladdr(symbol, &info) != 0 &&
+        info.dli_fname != NULL)
+        snprintf(runtime_path, sizeof runtime_path, "%s", info.dli_fname);
+    __atomic_store_n(&runtime_loaded, 1, __ATOMIC_RELEASE);
+}
+
+/* The order: CAIBRIDGE_CUDART, a runtime already in the process, NVIDIA's
+ * pip wheels (the Python module's folders), $CONDA_PREFIX/lib, then the
+ * supported sonames; newest major first in each place.  Under runtime_lock. */
 static void load_runtime(void)
 {
     const char *chosen = environment("CAIBRIDGE_CUDART");
+    const char *conda = environment("CONDA_PREFIX");
+    const char *dir;
     char loaded[PATH_MAX] = "";
     char what[PATH_MAX + 32];
-    char first_problem[sizeof runtime_problem] = "";
     char problems[sizeof runtime_problem] = "";
+    size_t used = 0;
 
-    pthread_atfork(NULL, NULL, note_fork);
+    pthread_once(&fork_once, watch_fork);
     if (chosen != NULL && chosen[0] != '\0') {
         snprintf(what, sizeof what, "CAIBRIDGE_CUDART=%s", chosen);
-        if (load_from(chosen, RTLD_NOW | RTLD_LOCAL, what) != 0)
+        if (check_chosen(chosen, what) == 0 &&
+            load_from(chosen, RTLD_NOW | RTLD_LOCAL, what) == 0)
+            found("CAIBRIDGE_CUDART");
+        else
             memset(&cai_rt, 0, sizeof cai_rt);
         return;
     }
     if (dl_iterate_phdr(find_loaded_cudart, loaded) != 0) {
-        if (load_from(loaded, RTLD_NOW | RTLD_NOLOAD, loaded) == 0)
+        if (load_from(loaded, RTLD_NOW | RTLD_NOLOAD, loaded) == 0) {
+            found("already loaded");
             return;
-        snprintf(first_problem, sizeof first_problem, "%s", runtime_problem);
+        }
+        add_problem(problems, sizeof problems, &used, "%s", runtime_problem);
+        memset(&cai_rt, 0, sizeof cai_rt);
     }
-    load_by_soname(problems, sizeof problems);
-    if (cai_rt.get_error_string != NULL)
+    for (dir = search_dirs; *dir != '\0'; dir += strlen(dir) + 1)
+        if (load_newest(dir, problems, sizeof problems, &used) == 0) {
+            found("pip wheel");
+            return;
+        }
+    if (conda != NULL && conda[0] == '/') {
+        snprintf(what, sizeof what, "%s/lib", conda);
+        if (load_newest(what, problems, sizeof problems, &used) == 0) {
+            found("conda");
+            return;
+        }
+    }
+    if (load_newest(NULL, problems, sizeof problems, &used) == 0) {
+        found("system");
         return;
-    if (first_problem[0] != '\0')
-        set_problem("%s; and %s", first_problem, problems);
-    else
-        set_problem("no CUDA runtime: CAIBRIDGE_CUDART is unset, none is "
-                    "loaded in the process, and %s", problems);
+    }
+    set_problem("no CUDA runtime: CAIBRIDGE_CUDART is unset, none is "
+                "loaded in the process, none is in NVIDIA's pip wheels on "
+                "sys.path or in $CONDA_PREFIX/lib, and %s", problems);
 }
 
 int cai_runtime_ready(const char *field, cai_error_t *err)
 {
-    pthread_once(&runtime_once, load_runtime);
-    if (CAI_UNLIKELY(cai_rt.get_error_string == NULL))
-        return cai_fail(err, CAI_ENOCUDA, field, "%s", runtime_problem);
+    char problem[sizeof runtime_problem];
+    void (*hook)(void);
+    int loaded;
+
+    if (__atomic_load_n(&runtime_loaded, __ATOMIC_ACQUIRE))
+        return 0;
+    /* Outside the lock: the hook may take the caller's own locks. */
+    hook = __atomic_load_n(&search_hook, __ATOMIC_ACQUIRE);
+    if (hook != NULL)
+        hook();
+    pthread_mutex_lock(&runtime_lock);
+    if (!runtime_loaded)
+        load_runtime();
+    loaded = runtime_loaded;
+    memcpy(problem, runtime_problem, sizeof problem);
+    pthread_mutex_unlock(&runtime_lock);
+    if (CAI_UNLIKELY(!loaded))
+        return cai_fail(err, CAI_ENOCUDA, field, "%s", problem);
     return 0;
+}
+
+void cai_cuda_search_hook(void (*hook)(void))
+{
+    __atomic_store_n(&search_hook, hook, __ATOMIC_RELEASE);
+}
+
+int cai_cuda_search_dirs(const char *const *dirs, size_t count)
+{
+    char list[sizeof search_dirs];
+    size_t i, used = 0;
+
+    for (i = 0; i < count; i++) {
+        size_t n = strlen(dirs[i]);
+
+        if (n == 0)
+            continue;
+        if (used + n + 2 > sizeof list)
+            return -1;
+        memcpy(list + used, dirs[i], n + 1);
+        used += n + 1;
+    }
+    list[used] = '\0';
+    pthread_mutex_lock(&runtime_lock);
+    memcpy(search_dirs, list, used + 1);
+    pthread_mutex_unlock(&runtime_lock);
+    return 0;
+}
+
+int cai_cuda_runtime_info(char *path, size_t size, const char **how,
+                          int *version, cai_error_t *err)
+{
+    int rc = cai_runtime_ready("", err);
+
+    *how = "";
+    *version = 0;
+    if (size > 0)
+        path[0] = '\0';
+    if (rc != 0)
+        return rc;
+    /* Written before runtime_loaded was published, never after. */
+    snprintf(path, size, "%s", runtime_path);
+    *how = runtime_how;
+    *version = cai_rt_version;
+    return cai_ok(err);
 }
 
 /* The driver comes from the runtime's own file when it has the entry points
@@ -316,5 +507,38 @@ int cai_cuda_runtime_version(int *version, cai_error_t *err)
     return cai_ok(err);
 }
 
+int cai_cuda_headers_version(void)
+{
+    return CUDART_VERSION;
+}
+
+#else /* !HAVE_CUDA */
+
+int cai_cuda_headers_version(void)
+{
+    return 0;
+}
+
+void cai_cuda_search_hook(void (*hook)(void))
+{
+    (void)hook;
+}
+
+int cai_cuda_search_dirs(const char *const *dirs, size_t count)
+{
+    (void)dirs;
+    (void)count;
+    return 0;
+}
+
+int cai_cuda_runtime_info(char *path, size_t size, const char **how,
+                          int *version, cai_error_t *err)
+{
+    *how = "";
+    *version = 0;
+    if (size > 0)
+        path[0] = '\0';
+    return cai_cuda_runtime_version(version, err);
+}
 
 #endif /* HAVE_CUDA */

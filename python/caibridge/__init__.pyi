@@ -16,11 +16,13 @@ __all__ = [
     "add_dlpack",
     "as_dlpack",
     "cuda_built",
+    "cuda_runtime_info",
     "from_dlpack",
     "kDLCPU",
     "kDLCUDA",
     "kDLCUDAHost",
     "kDLCUDAManaged",
+    "show_config",
     "to_dlpack",
 ]
 
@@ -125,3 +127,5 @@ def from_dlpack(
 def add_dlpack(cls: _T, /) -> _T: ...
 def add_array_interface(cls: _T, /) -> _T: ...
 def cuda_built() -> bool: ...
+def cuda_runtime_info() -> dict[str, Any]: ...
+def show_config(file: Any = None) -> int: ...

@@ -142,6 +142,9 @@ static inline int is_cuda_device(int32_t type)
     return type == kDLCUDA || type == kDLCUDAHost || type == kDLCUDAManaged;
 }
 
+/* config.c: show_config's C side, the runtime search's link to Python */
+int config_init(PyObject *module);
+
 /* errors.c */
 PyObject *raise_status(cai_state *st, const cai_error_t *err);
 PyObject *readonly_legacy_error(void);

@@ -424,7 +424,8 @@ static int module_exec(PyObject *module)
     if (PyInterpreterState_Get() != PyInterpreterState_Main() &&
         (st->home = home_new(module)) == NULL)
         return -1;
-    if (intern_names(st) != 0 || release_queue_init() != 0)
+    if (intern_names(st) != 0 || release_queue_init() != 0 ||
+        config_init(module) != 0)
         return -1;
     if ((st->DLPackView_Type = add_type(module, &dlpackview_spec)) == NULL ||
         exchange_publish(st, st->DLPackView_Type, &view_exchange_api) != 0 ||

@@ -41,6 +41,7 @@ CUDA_DOUBLE_TESTS = \
 	tests/cuda/preloaded-t \
 	tests/cuda/old-runtime-t \
 	tests/cuda/wrong-library-t \
+	tests/cuda/search-t \
 	tests/cuda/fence-t \
 	tests/cuda/messages-t \
 	tests/cuda/race-t \
@@ -55,6 +56,9 @@ tests_cuda_once_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_preloaded_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_old_runtime_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_wrong_library_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
+tests_cuda_search_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS) -I$(top_srcdir)/src
+# The search functions are private: linked from the core, not the .so.
+tests_cuda_search_t_LDADD = src/libcaibridge-core.la tests/tap/libtap.a
 tests_cuda_fence_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_messages_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_race_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
@@ -71,7 +75,7 @@ endif
 # tests/python's files.
 CAI_CUDA_PYTHON_TESTS = tests/cuda/test_stream_order.py \
 	tests/cuda/test_cuda_bridge.py tests/cuda/test_exchange_streams.py \
-	tests/cuda/test_streams.py
+	tests/cuda/test_streams.py tests/cuda/test_runtime_search.py
 EXTRA_DIST += $(CAI_CUDA_PYTHON_TESTS) tests/cuda/test_no_cuda.py
 if HAVE_PYTHON
 TESTS += tests/cuda/test_no_cuda.py

@@ -33,6 +33,10 @@ CAI_PYTHON_TESTS += tests/python/test_interface_semantics.py \
 CAI_PYTHON_TESTS += tests/python/test_subinterpreters.py
 
 # The type stubs against the module, and the GIL on free-threaded builds.
+# python -m caibridge, show_config.
+CAI_PYTHON_TESTS += tests/python/test_show_config.py \
+	tests/python/test_build_config.py
+
 CAI_PYTHON_TESTS += tests/python/test_stubs.py \
 	tests/python/test_free_threading.py
 

@@ -3,8 +3,10 @@
 # virtual environment, then the Python tests run against that install
 # rather than the Autotools build, printing TAP (tests/python/tapreport.py).
 #
-#   sh tests/python/pip-install.sh [--isolated] [VENV]
+#   sh tests/python/pip-install.sh [--isolated] [--wheel FILE] [VENV]
 #
+# With --wheel, pip installs that built wheel (.ci/wheels) instead of
+# building from the sources, and the tests run against it.
 # PYTHON (default python3) makes the environment, in VENV (default: a new
 # temporary directory, removed at the end).  By default it shares the
 # interpreter's site packages (the machine's torch, JAX and NumPy).  With
@@ -19,9 +21,14 @@ set -eu
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
 isolated=no
+wheel=""
 if [ "${1:-}" = --isolated ]; then
     isolated=yes
     shift
+fi
+if [ "${1:-}" = --wheel ]; then
+    wheel=$2
+    shift 2
 fi
 python=${PYTHON:-python3}
 work=$(mktemp -d "${TMPDIR:-/tmp}/caibridge-pip.XXXXXX")
@@ -45,7 +52,11 @@ else
 fi
 py=$venv/bin/python
 pip="$py -m pip install -q --disable-pip-version-check"
-$pip "$work/src"
+if [ -n "$wheel" ]; then
+    $pip "$wheel"
+else
+    $pip "$work/src"
+fi
 
 if [ $isolated = yes ]; then
     $pip --only-binary=:all: -r "$top/python/requirements-test.txt"
@@ -81,6 +92,13 @@ fi
 
 cd "$work"
 "$py" -c 'import caibridge, sys; print("# pip-install: caibridge",
-    caibridge.__version__, "from", caibridge.__file__, "on", sys.version)'
+    caibridge.__version__, "from", caibridge.__file__, "on", sys.version,
+    "cuda_built:", caibridge.cuda_built())'
+# Every wheel and every pip build has CUDA support built in.
+if [ "${CAIBRIDGE_CUDA:-}" != 0 ] &&
+   ! "$py" -c 'import caibridge, sys; sys.exit(not caibridge.cuda_built())'; then
+    echo "not ok - caibridge installed without CUDA support"
+    exit 1
+fi
 PYTHONDONTWRITEBYTECODE=1 "$py" "$top/tests/python/tapreport.py" \
     -p no:cacheprovider --rootdir="$top/tests/python" "$top/tests/python"

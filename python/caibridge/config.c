@@ -1,0 +1,97 @@
+/*
+ * What show_config reports from C, and the runtime search's link to
+ * Python: before each search for the CUDA runtime, the folders of NVIDIA's
+ * pip wheels are asked of caibridge._runtime_dirs() (sys.path may have
+ * changed since the last search).
+ */
+#include "caibridge_module.h"
+
+#include "cuda-search.h"
+
+/* Most folders passed down; sys.path is rarely longer. */
+#define MAX_DIRS 256
+
+/* Called by the core before each search.  Only from a thread already
+ * running Python (it then holds the interpreter), and without raising: a
+ * failure leaves the last folders in place. */
+static void offer_dirs(void)
+{
+    PyObject *name, *module = NULL, *dirs = NULL, *fs[MAX_DIRS];
+    const char *paths[MAX_DIRS];
+    Py_ssize_t i, n = 0;
+
+    if (!PyGILState_Check() || Py_IsInitialized() == 0)
+        return;
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *saved = PyErr_GetRaisedException();
+#else
+    PyObject *saved_type, *saved_value, *saved_tb;
+
+    PyErr_Fetch(&saved_type, &saved_value, &saved_tb);
+#endif
+    name = PyUnicode_FromString("caibridge");
+    if (name != NULL)
+        module = PyImport_GetModule(name);
+    Py_XDECREF(name);
+    if (module != NULL)
+        dirs = PyObject_CallMethod(module, "_runtime_dirs", NULL);
+    if (dirs != NULL && PyList_Check(dirs)) {
+        for (i = 0; i < PyList_GET_SIZE(dirs) && n < MAX_DIRS; i++) {
+            PyObject *b = PyUnicode_EncodeFSDefault(PyList_GET_ITEM(dirs, i));
+
+            if (b == NULL)
+                break;
+            fs[n] = b;
+            paths[n++] = PyBytes_AS_STRING(b);
+        }
+        if (i == PyList_GET_SIZE(dirs) || n == MAX_DIRS)
+            (void)cai_cuda_search_dirs(paths, (size_t)n);
+    }
+    for (i = 0; i < n; i++)
+        Py_DECREF(fs[i]);
+    Py_XDECREF(dirs);
+    Py_XDECREF(module);
+    PyErr_Clear();
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(saved);
+#else
+    PyErr_Restore(saved_type, saved_value, saved_tb);
+#endif
+}
+
+static PyObject *runtime_info(PyObject *module, PyObject *unused)
+{
+    char path[4096];
+    const char *how;
+    cai_error_t err;
+    int version;
+
+    if (cai_cuda_runtime_info(path, sizeof path, &how, &version, &err) != 0)
+        return raise_status(PyModule_GetState(module), &err);
+    return Py_BuildValue("{s:O&,s:s,s:i}", "path",
+                         PyUnicode_DecodeFSDefault, path, "how", how,
+                         "version", version);
+}
+
+static PyObject *build_info(PyObject *module, PyObject *unused)
+{
+    return Py_BuildValue("{s:i,s:(ii)}", "cuda_headers",
+                         cai_cuda_headers_version(), "dlpack_abi",
+                         CAIBRIDGE_DLPACK_MAJOR, CAIBRIDGE_DLPACK_MINOR);
+}
+
+static PyMethodDef config_methods[] = {
+    {"_build_info", build_info, METH_NOARGS,
+     "_build_info()\n--\n\nWhat was built in: {'cuda_headers': "
+     "CUDART_VERSION or 0, 'dlpack_abi': (major, minor)}."},
+    {"_runtime_info", runtime_info, METH_NOARGS,
+     "_runtime_info()\n--\n\nThe CUDA runtime in use, searching for it "
+     "first if need be: {'path', 'how', 'version'}; CUDAError with the "
+     "reason when there is none."},
+    {NULL, NULL, 0, NULL}};
+
+int config_init(PyObject *module)
+{
+    cai_cuda_search_hook(offer_dirs);
+    return PyModule_AddFunctions(module, config_methods);
+}
