@@ -123,7 +123,7 @@ def test_release_orders_the_producer_after_the_reported_stream(cuda):
     """The reverse edge: when the consumer deletes the table's tensor, the
     producer's stream waits for the legacy stream, so producer work queued
     afterwards cannot overtake the consumer's reads."""
-    view = view_of(cuda, PRODUCER)
+    view = view_of(cuda, 2)
     rc, tensor = handed_out(view, "managed")
     assert rc == 0
     cuda.reset()
@@ -131,7 +131,19 @@ def test_release_orders_the_producer_after_the_reported_stream(cuda):
     calls = ordering(cuda.log())
     assert [c[0] for c in calls] == ["record", "wait"], calls
     assert calls[0][2] == f"{LEGACY:#x}"
-    assert calls[1][1:] == (f"{PRODUCER:#x}", calls[0][1])
+    assert calls[1][1:] == ("0x2", calls[0][1])
+
+
+def test_release_waits_on_the_host_for_a_producer_stream_handle(cuda):
+    """A stream handle may be gone at release: never named again, the host
+    waits for the legacy stream's event instead."""
+    view = view_of(cuda, PRODUCER)
+    rc, tensor = handed_out(view, "managed")
+    assert rc == 0
+    cuda.reset()
+    release(tensor)
+    calls = ordering(cuda.log())
+    assert calls == [("record", "ev1", f"{LEGACY:#x}"), ("host", "ev1")]
 
 
 @pytest.mark.parametrize("how", ["managed", "dltensor"])
@@ -178,7 +190,7 @@ def test_producer_on_another_device(cuda):
     assert [c[1] for c in ordering(log) if c[0] == "wait"] == [f"{LEGACY:#x}"]
     waited = log.index(next(line for line in log
                             if line.startswith("cudaStreamWaitEvent")))
-    assert "cuCtxGetCurrent() = P1" in log[:waited], \
+    assert "cuCtxSetCurrent(P1)" in log[:waited], \
         "the legacy stream waited on is device 1's"
     assert cuda._c.current_device() == 0, "the caller's device is restored"
     assert work_stream(KDLCUDA, 1) == LEGACY
