@@ -64,8 +64,10 @@ endif
 # tests/python's files.
 CAI_CUDA_PYTHON_TESTS = tests/cuda/test_stream_order.py \
 	tests/cuda/test_cuda_bridge.py tests/cuda/test_exchange_streams.py \
-	tests/cuda/test_streams.py
-EXTRA_DIST += $(CAI_CUDA_PYTHON_TESTS) tests/cuda/test_no_cuda.py
+	tests/cuda/test_streams.py tests/cuda/test_race.py \
+	tests/cuda/test_gil.py
+EXTRA_DIST += $(CAI_CUDA_PYTHON_TESTS) tests/cuda/test_no_cuda.py \
+	tests/cuda/timeline_double.py
 if HAVE_PYTHON
 TESTS += tests/cuda/test_no_cuda.py
 if HAVE_CUDA

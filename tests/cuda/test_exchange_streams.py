@@ -255,16 +255,18 @@ def test_tensor_to_py_reports_the_work_stream(cuda):
 
 class ForeignTable:
     """A producer type's exchange API, driven by the test: its tensors are
-    CUDA tensors at DEVICE_PTR on `device`, and current_work_stream reports
-    `stream` (None: the NULL default stream) or fails."""
+    `size` elements of CUDA data at `data` on `device`, and
+    current_work_stream reports `stream` (None: the NULL default stream) or
+    fails."""
 
     def __init__(self, device=(KDLCUDA, 0), stream=None, stream_fails=False,
-                 from_fails=False):
-        self.device, self.stream = device, stream
+                 from_fails=False, data=DEVICE_PTR, size=4, dtype="float32"):
+        self.device, self.stream, self.data = device, stream, data
+        self.dtype = dtype
         self.stream_fails, self.from_fails = stream_fails, from_fails
         self.asked = []
         self.deleted = 0
-        self._shape = (ctypes.c_int64 * 1)(4)
+        self._shape = (ctypes.c_int64 * 1)(size)
         self._strides = (ctypes.c_int64 * 1)(1)
         self._deleter = VERSIONED_DELETER(self._delete)
         self._tensors = []
@@ -296,8 +298,8 @@ class ForeignTable:
         t = DLManagedTensorVersioned(
             version=DLPackVersion(1, 3), manager_ctx=None,
             deleter=self._deleter, flags=0, dl_tensor=DLTensor(
-                data=DEVICE_PTR, device=DLDevice(*self.device), ndim=1,
-                dtype=dtype_of("float32"), shape=self._shape,
+                data=self.data, device=DLDevice(*self.device), ndim=1,
+                dtype=dtype_of(self.dtype), shape=self._shape,
                 strides=self._strides, byte_offset=0))
         self._tensors.append(t)
         out[0] = ctypes.pointer(t)
