@@ -310,9 +310,12 @@ CAI_API int cai_fence_wait(const cai_fence_t *fence, intptr_t consumer_stream,
 
 /*
  * Blocks the host until the work before fence has finished: for a consumer
- * on the CPU reading pinned or managed memory.  The fence stays the
- * caller's; NULL returns at once.  A fence recorded inside a graph capture
- * is refused (its work runs when the graph is launched).
+ * on the CPU reading pinned or managed memory.  For managed memory on a
+ * device without concurrent managed access (cudaDevAttrConcurrentManagedAccess
+ * 0: Windows, WSL2, some vGPUs) it also waits for the whole device, where
+ * the CPU may not touch managed memory while any kernel runs.  The fence
+ * stays the caller's; NULL returns at once.  A fence recorded inside a graph
+ * capture is refused (its work runs when the graph is launched).
  */
 CAI_API int cai_fence_synchronize(const cai_fence_t *fence, cai_error_t *err)
     CAI_WUR;
@@ -321,11 +324,13 @@ CAI_API int cai_fence_synchronize(const cai_fence_t *fence, cai_error_t *err)
  * The reverse edge, for when a consumer releases the data: records an event
  * on consumer_stream and makes the producer's stream (the one fence was
  * recorded on) wait for it, so producer work or a stream-ordered allocator
- * reusing the memory cannot overtake the consumer's reads.  When the
- * producer's stream is the per-thread default stream of another thread, it
- * cannot be named here, and the host waits for the consumer's event
- * instead.  The fence stays the caller's; the producer's stream must still
- * exist.  NULL fence or CAI_STREAM_NO_SYNC: no call.
+ * reusing the memory cannot overtake the consumer's reads.  Only the
+ * producer's default streams (1, and 2 of the recording thread) are named
+ * here, as they live as long as their context: a stream handle given when
+ * the fence was recorded may have been destroyed since, so for it (and for
+ * another thread's per-thread stream) the host waits for the consumer's
+ * event instead (this call then blocks).  consumer_stream must exist now.
+ * The fence stays the caller's.  NULL fence or CAI_STREAM_NO_SYNC: no call.
  */
 CAI_API int cai_fence_release(const cai_fence_t *fence,
                               intptr_t consumer_stream, cai_error_t *err)

@@ -61,7 +61,8 @@ static int record_in(struct op *op, intptr_t stream, DLDevice device,
                      struct cai_fence *fence)
 {
     enum cudaStreamCaptureStatus state;
-    int none = 0;
+    int none = 0, pooled;
+    cudaError_t rc;
 
     fence->stream = stream;
     fence->device = device;
@@ -76,12 +77,21 @@ static int record_in(struct op *op, intptr_t stream, DLDevice device,
         return -1;
     fence->context = op->now;
     fence->have_context = op->have_saved;
-    if (cai_op_failed(op, "cudaEventCreateWithFlags",
-                  cai_rt.event_create_with_flags(&fence->event,
-                                                  cudaEventDisableTiming)))
+    pooled = cai_event_take(op, fence, &fence->event);
+    if (pooled < 0)
         return -1;
-    if (cai_op_failed(op, "cudaEventRecord",
-                  cai_rt.event_record(fence->event, cai_stream_handle(stream)))) {
+    rc = cai_rt.event_record(fence->event, cai_stream_handle(stream));
+    if (pooled && rc == cudaErrorInvalidResourceHandle) {
+        /* Its context was reset since: the pool is dropped, and a new
+         * event made; the failure was ours, not pending before. */
+        if (op->pending == cudaSuccess)
+            cai_rt.get_last_error();
+        cai_event_forget(fence->context);
+        if (cai_event_take(op, fence, &fence->event) < 0)
+            return -1;
+        rc = cai_rt.event_record(fence->event, cai_stream_handle(stream));
+    }
+    if (cai_op_failed(op, "cudaEventRecord", rc)) {
         cai_rt.event_destroy(fence->event);
         fence->event = NULL;
         return -1;
@@ -143,6 +153,9 @@ static int wait_in(struct op *op, const cai_fence_t *fence, intptr_t stream,
                        "(cai_fence_record) and keep it while the graph is "
                        "launched";
         flags = cudaEventWaitExternal;
+        /* Bookkeeping, not the fence's meaning: a graph node names the
+         * event from now on, so it must never be reused. */
+        ((struct cai_fence *)(uintptr_t)fence)->external = 1;
     }
     if (*refusal != NULL)
         return 0;
@@ -159,6 +172,10 @@ static void destroy_in(struct op *op, struct cai_fence *fence)
 {
     if (fence->event == NULL)
         return;
+    if (op->call == NULL && cai_event_give(fence)) {
+        fence->event = NULL;
+        return;
+    }
     cai_enter_fence_context(op, fence);
     cai_op_failed(op, "cudaEventDestroy", cai_rt.event_destroy(fence->event));
     fence->event = NULL;

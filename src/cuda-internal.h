@@ -155,6 +155,13 @@ struct cai_fence {
     pthread_t thread;   /* the recording thread, for stream 2 */
 };
 
+/* cuda-events.c: the per-context pool.  take: 1 from the pool, 0 made
+ * now, -1 failed (in op); give: 1 when kept (else the caller destroys). */
+int cai_event_take(struct op *op, const struct cai_fence *fence,
+                   cudaEvent_t *event);
+int cai_event_give(const struct cai_fence *fence);
+void cai_event_forget(CUcontext context);
+
 #else /* !HAVE_CUDA */
 
 /* Never made without CUDA; declared so the API links. */

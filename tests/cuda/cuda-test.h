@@ -41,12 +41,48 @@ static inline const struct cudart_double *use_double(void)
 {
     if (setenv("CAIBRIDGE_CUDART", CUDART_DOUBLE_PATH, 1) != 0)
         bail("cannot set CAIBRIDGE_CUDART");
+    /* The call-log checks expect an event made and destroyed per
+     * hand-over: the event pool is off unless a test turns it on. */
+    if (setenv("CAIBRIDGE_EVENT_POOL", "0", 0) != 0)
+        bail("cannot set CAIBRIDGE_EVENT_POOL");
     return open_double();
+}
+
+/* How many times needle occurs in haystack. */
+static inline int occurrences(const char *haystack, const char *needle)
+{
+    int n = 0;
+
+    while ((haystack = strstr(haystack, needle)) != NULL) {
+        n++;
+        haystack += strlen(needle);
+    }
+    return n;
+}
+
+/* Whether each of the size bytes at buf is value. */
+static inline int all_bytes(const unsigned char *buf, size_t size, int value)
+{
+    size_t i;
+
+    for (i = 0; i < size; i++)
+        if (buf[i] != value)
+            return 0;
+    return 1;
 }
 
 /* Two stream handles the double only compares. */
 #define PRODUCER_STREAM ((intptr_t)0x5000)
 #define CONSUMER_STREAM ((intptr_t)0x6000)
+
+/* A reset double with the two streams above on device 0's primary
+ * context. */
+static inline void reset_with_streams(const struct cudart_double *cuda)
+{
+    cuda->reset();
+    cuda->add_stream(PRODUCER_STREAM, 0);
+    cuda->add_stream(CONSUMER_STREAM, 0);
+}
 
 /* A producer of 4 elements (data NULL) in memory of type on device, with
  * stream (0: none): what the ordering and fence calls read. */

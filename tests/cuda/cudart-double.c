@@ -913,8 +913,8 @@ struct pointer *find_pointer(const void *ptr)
     return NULL;
 }
 
-static void add_allocation(const void *base, size_t size, int type,
-                           int device, const void *host_alias)
+void add_pointer(const void *base, size_t size, int type, int device,
+                 const void *host_alias, int pool)
 {
     pthread_mutex_lock(&lock);
     if (pointer_count < MAX_POINTERS) {
@@ -923,10 +923,16 @@ static void add_allocation(const void *base, size_t size, int type,
         pointers[pointer_count].type = type;
         pointers[pointer_count].device = device;
         pointers[pointer_count].host_alias = host_alias;
-        pointers[pointer_count].pool = 0;
+        pointers[pointer_count].pool = pool;
         pointer_count++;
     }
     pthread_mutex_unlock(&lock);
+}
+
+static void add_allocation(const void *base, size_t size, int type,
+                           int device, const void *host_alias)
+{
+    add_pointer(base, size, type, device, host_alias, 0);
 }
 
 static void set_pointer(const void *ptr, int type, int device)

@@ -6,7 +6,7 @@
  * instance, and drives it through these functions.  It also exports the few
  * driver entry points caibridge uses (cuInit, cuCtxGetCurrent,
  * cuCtxSetCurrent, cuCtxGetDevice, cuStreamGetCtx, cuPointerGetAttribute(s),
- * cuDevicePrimaryCtx*, cuStreamGetCaptureInfo), so one file stands for
+ * cuDevicePrimaryCtx*), so one file stands for
  * libcudart and libcuda.  Every call is logged as one line:
  *
  *   name(arguments)               the call succeeded

@@ -15,15 +15,8 @@
 static const struct cudart_double *cuda;
 static unsigned char src[N], out[N], other[N];
 
-static int all(const unsigned char *buf, int value)
-{
-    int i;
-
-    for (i = 0; i < N; i++)
-        if (buf[i] != value)
-            return 0;
-    return 1;
-}
+/* Every byte of buf is value. */
+#define all(buf, value) all_bytes(buf, N, value)
 
 static void fresh(int timeline)
 {
@@ -52,6 +45,17 @@ static cai_desc_t view_on(intptr_t stream, DLDeviceType type, int device)
     return desc;
 }
 
+/* A fresh timeline with live streams *a and *b on device 0 and src
+ * registered as memory of type: a view of src on *a. */
+static cai_desc_t two_streams(int type, DLDeviceType device, long *a, long *b)
+{
+    fresh(1);
+    *a = cuda->stream_create(0);
+    *b = cuda->stream_create(0);
+    cuda->add_allocation(src, N, type, 0, NULL);
+    return view_on(*a, device, 0);
+}
+
 /* 1: the producer destroys its stream before the consumer releases. */
 static void defect_1_reverse_edge_after_the_stream_died(void)
 {
@@ -61,12 +65,8 @@ static void defect_1_reverse_edge_after_the_stream_died(void)
     long a, b;
     int gate, rc;
 
-    fresh(1);
-    a = cuda->stream_create(0);
-    b = cuda->stream_create(0);
-    cuda->add_allocation(src, N, DOUBLE_DEVICE, 0, NULL);
+    desc = two_streams(DOUBLE_DEVICE, kDLCUDA, &a, &b);
     memset(src, 7, N);
-    desc = view_on(a, kDLCUDA, 0);
     rc = cai_fence_record(&desc, &fence, &err);
     if (rc == 0)
         rc = cai_fence_wait(fence, b, &err);
@@ -168,6 +168,24 @@ static void defect_5_legacy_stream_pinned_no_context(void)
     no_violation("defect 5");
 }
 
+/* 5, the other side: the legacy stream of a device whose primary context
+ * is not active holds no work: nothing to record, nothing created. */
+static void defect_5_inactive_primary_context(void)
+{
+    cai_desc_t desc = producer(CAI_STREAM_LEGACY, kDLCUDA, 3);
+    cai_error_t err;
+    int primaries, rc;
+
+    fresh(0);
+    primaries = cuda->primary_contexts();
+    rc = cai_cuda_order(&desc, CONSUMER_STREAM, &err);
+    is_int(CAI_OK, rc, "defect 5: legacy stream of device 3, never used");
+    is_int(primaries, cuda->primary_contexts(),
+           "defect 5: device 3's primary context is not created");
+    is_int(0, cuda->live_events(), "defect 5: no event for a stream that "
+           "holds no work");
+}
+
 /* 6: CUDA 11's cudaSetDevice makes the primary context current only at
  * the next call that needs one. */
 static void defect_6_cuda_11_set_device(void)
@@ -195,22 +213,17 @@ static void defect_6_cuda_11_set_device(void)
  * managed memory while any kernel runs there. */
 static void defect_7_managed_without_concurrent_access(void)
 {
-    cai_desc_t desc;
+    long a, b;
+    cai_desc_t desc = two_streams(DOUBLE_MANAGED, kDLCUDAManaged, &a, &b);
     cai_fence_t *fence = NULL;
     cai_error_t err;
-    long a, b;
     int gate, rc;
 
-    fresh(1);
     cuda->set_concurrent_managed_access(0);
-    a = cuda->stream_create(0);
-    b = cuda->stream_create(0);
-    cuda->add_allocation(src, N, DOUBLE_MANAGED, 0, NULL);
     gate = cuda->gate_new();
     cuda->gate_open_on_host_wait(gate);
     cuda->launch_fill(a, src, N, 7, gate);
     cuda->launch_fill(b, other, N, 1, gate); /* someone else's kernel */
-    desc = view_on(a, kDLCUDAManaged, 0);
     rc = cai_fence_record(&desc, &fence, &err);
     if (rc == 0)
         rc = cai_fence_synchronize(fence, &err);
@@ -232,11 +245,7 @@ static void defect_8_captures(void)
     long a, b, graph;
     int rc;
 
-    fresh(1);
-    a = cuda->stream_create(0);
-    b = cuda->stream_create(0);
-    cuda->add_allocation(src, N, DOUBLE_DEVICE, 0, NULL);
-    desc = view_on(a, kDLCUDA, 0);
+    desc = two_streams(DOUBLE_DEVICE, kDLCUDA, &a, &b);
     cuda->begin_capture(b, 7);
     rc = cai_cuda_order(&desc, b, &err);
     is_int(CAI_EUNSUPPORTED, rc, "defect 8: one-shot order into a capture: "
@@ -248,11 +257,7 @@ static void defect_8_captures(void)
     is_int(0, cuda->replay(graph, b), "defect 8: the graph replays");
     no_violation("defect 8: no replayed node names a destroyed event");
 
-    fresh(1);
-    a = cuda->stream_create(0);
-    b = cuda->stream_create(0);
-    cuda->add_allocation(src, N, DOUBLE_DEVICE, 0, NULL);
-    desc = view_on(a, kDLCUDA, 0);
+    desc = two_streams(DOUBLE_DEVICE, kDLCUDA, &a, &b);
     cuda->begin_capture(a, 5);
     cuda->begin_capture(b, 6);
     rc = cai_fence_record(&desc, &fence, &err);
@@ -341,11 +346,12 @@ static void defect_11_failed_restore_leaks_nothing(void)
 int main(void)
 {
     cuda = use_double();
-    plan(36);
+    plan(39);
 
     defect_1_reverse_edge_after_the_stream_died();
     defect_2_pool_memory_on_a_fresh_thread();
     defect_5_legacy_stream_pinned_no_context();
+    defect_5_inactive_primary_context();
     defect_6_cuda_11_set_device();
     defect_7_managed_without_concurrent_access();
     defect_8_captures();

@@ -16,12 +16,7 @@ struct node {
     int capture, kind;
     struct event *event;
     int event_number; /* the event's, to tell a slot reused */
-    void *dst;
-    const void *src;
-    size_t size;
-    int value, gate;
-    void (*fn)(void *);
-    void *arg;
+    struct work work;
 };
 
 static struct node *nodes;
@@ -71,21 +66,11 @@ int graph_wait(struct stream *s, const struct event *e)
     return e->captured == s->capture ? 1 : event_node(s, e, NODE_WAIT);
 }
 
-int graph_launch(struct stream *s, void *dst, const void *src, size_t size,
-                 int value, int gate, void (*fn)(void *), void *arg)
+int graph_launch(struct stream *s, const struct work *work)
 {
-    struct node *n;
-
     if (s == NULL || s->capture == 0)
         return 0;
-    n = add_node(s->capture, NODE_KERNEL);
-    n->dst = dst;
-    n->src = src;
-    n->size = size;
-    n->value = value;
-    n->gate = gate;
-    n->fn = fn;
-    n->arg = arg;
+    add_node(s->capture, NODE_KERNEL)->work = *work;
     return 1;
 }
 
@@ -131,8 +116,7 @@ int replay(long graph, long stream)
         } else if (n.kind == NODE_WAIT) {
             tl_wait(handle, n.event);
         } else {
-            tl_launch(handle, n.dst, n.src, n.size, n.value, n.gate, n.fn,
-                      n.arg);
+            tl_launch(handle, &n.work);
         }
     }
     pthread_mutex_unlock(&lock);

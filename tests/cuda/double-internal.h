@@ -59,6 +59,17 @@ struct pointer {
     int pool; /* from a stream-ordered pool: no context */
 };
 
+/* A "kernel": once its gate (0: none) is open, fills size bytes at dst
+ * with value, or copies them from src, or calls fn(arg) instead. */
+struct work {
+    void *dst;
+    const void *src;
+    size_t size;
+    int value, gate;
+    void (*fn)(void *);
+    void *arg;
+};
+
 /* Every table is guarded by lock; per-thread state is thread-local. */
 extern pthread_mutex_t lock;
 extern struct context contexts[MAX_CONTEXTS];
@@ -88,6 +99,8 @@ struct event *need_event(cudaEvent_t handle, cudaError_t *rc);
 cudaError_t enter(const char *call);
 cudaError_t leave(cudaError_t rc, const char *call, const char *result);
 struct pointer *find_pointer(const void *ptr);
+void add_pointer(const void *base, size_t size, int type, int device,
+                 const void *host_alias, int pool);
 
 /* timeline.c: all called with lock held. */
 extern int timeline;
@@ -97,8 +110,7 @@ void tl_record(struct event *e, cudaStream_t stream);
 void tl_wait(cudaStream_t stream, const struct event *e);
 void tl_host_wait_event(const struct event *e);
 void tl_host_wait_stream(cudaStream_t stream);
-void tl_launch(cudaStream_t stream, void *dst, const void *src, size_t size,
-               int value, int gate, void (*fn)(void *), void *arg);
+void tl_launch(cudaStream_t stream, const struct work *work);
 void tl_reset(void);
 void tl_drain(void);
 long tl_stream_create(int device);
@@ -107,8 +119,7 @@ long tl_stream_create(int device);
  * return 1 when the stream is capturing (the work became a node). */
 int graph_record(struct stream *s, struct event *e);
 int graph_wait(struct stream *s, const struct event *e);
-int graph_launch(struct stream *s, void *dst, const void *src, size_t size,
-                 int value, int gate, void (*fn)(void *), void *arg);
+int graph_launch(struct stream *s, const struct work *work);
 void graph_reset(void);
 
 /* The new controls (timeline.c, double-graph.c). */

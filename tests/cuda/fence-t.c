@@ -13,17 +13,6 @@
 
 static const struct cudart_double *cuda;
 
-static int count(const char *haystack, const char *needle)
-{
-    int n = 0;
-
-    while ((haystack = strstr(haystack, needle)) != NULL) {
-        n++;
-        haystack += strlen(needle);
-    }
-    return n;
-}
-
 /* ---- The fence is taken when the view is made ---- */
 
 struct waiter {
@@ -71,7 +60,7 @@ static void per_thread_stream_across_threads(void)
     cuda->add_stream(CONSUMER_STREAM, 0);
     run_on_new_thread(wait_elsewhere, &w);
     is_int(CAI_OK, w.status, "another thread waits on the fence: success");
-    is_int(0, count(cuda->log(), "cudaEventRecord"),
+    is_int(0, occurrences(cuda->log(), "cudaEventRecord"),
            "nothing is recorded on the consuming thread (its stream 2 is "
            "another stream)");
     contains(cuda->log(), "cudaStreamWaitEvent(0x6000, ev1, cudaEventWaitDefault)\n",
@@ -289,7 +278,7 @@ static void host_consumer_synchronizes(void)
     is_int(1, cuda->host_waits(), "the host waited on the producer's event");
     contains(cuda->log(), "cudaEventSynchronize(ev1)\n",
              "an event synchronization, not a device-side wait");
-    is_int(0, count(cuda->log(), "cudaStreamWaitEvent"),
+    is_int(0, occurrences(cuda->log(), "cudaStreamWaitEvent"),
            "no stream wait the host would never see");
     cai_fence_destroy(fence, NULL);
 }
@@ -326,7 +315,7 @@ static void reverse_edge(void)
     is_int(CAI_OK, rc, "release: success");
     contains(cuda->log(), "cudaEventRecord(ev2, 0x6000)\n",
              "release: an event on the consumer's stream");
-    ok(count(cuda->log(), "0x5000") == 3 &&
+    ok(occurrences(cuda->log(), "0x5000") == 3 &&
            strstr(cuda->log(), "cudaEventSynchronize(ev2)\n") != NULL,
        "release: the producer's stream handle, taken long ago, is not named "
        "again: the host waits for the consumer's event");
@@ -345,7 +334,7 @@ static void reverse_edge(void)
     r.fence = fence;
     run_on_new_thread(release_elsewhere, &r);
     is_int(CAI_OK, r.status, "released on another thread: success");
-    is_int(0, count(cuda->log(), "cudaStreamWaitEvent(cudaStreamPerThread"),
+    is_int(0, occurrences(cuda->log(), "cudaStreamWaitEvent(cudaStreamPerThread"),
            "that thread's stream 2 is not taken for the producer's");
     is_int(1, cuda->host_waits(), "the host waits for the consumer instead");
     cai_fence_destroy(fence, NULL);
@@ -394,7 +383,7 @@ static void captures(void)
     rc = cai_fence_wait(fence, CONSUMER_STREAM, &err);
     is_int(CAI_EUNSUPPORTED, rc, "consumer outside the capture: refused");
     contains(err.message, "capture", "the message names the capture");
-    is_int(0, count(cuda->log(), "cudaStreamWaitEvent"),
+    is_int(0, occurrences(cuda->log(), "cudaStreamWaitEvent"),
            "refused before any wait is queued");
     is_int(DOUBLE_NOT_CAPTURING, cuda->capture_state(CONSUMER_STREAM),
            "the consumer's stream was not pulled into the capture");

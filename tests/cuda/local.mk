@@ -5,6 +5,11 @@ CUDA_TESTS_CPPFLAGS = $(TESTS_CPPFLAGS) -I$(top_srcdir)/tests/cuda \
 	$(CUDA_CPPFLAGS) \
 	-DCUDART_DOUBLE_DIR='"$(abs_top_builddir)/tests/cuda"'
 
+# The Python checks on the double count an event made and destroyed per
+# hand-over, so they run with the event pool off (CAIBRIDGE_EVENT_POOL=0);
+# race-t and pool-t turn it on themselves.
+AM_TESTS_ENVIRONMENT = CAIBRIDGE_EVENT_POOL=0; export CAIBRIDGE_EVENT_POOL;
+
 # Correct whether or not CUDA support is built.
 CUDA_ALWAYS_TESTS = \
 	tests/cuda/missing-t \
@@ -39,7 +44,8 @@ CUDA_DOUBLE_TESTS = \
 	tests/cuda/fence-t \
 	tests/cuda/messages-t \
 	tests/cuda/race-t \
-	tests/cuda/defects-t
+	tests/cuda/defects-t \
+	tests/cuda/pool-t
 check_PROGRAMS += $(CUDA_DOUBLE_TESTS)
 TESTS += $(CUDA_DOUBLE_TESTS)
 VALGRIND_TESTS += $(CUDA_DOUBLE_TESTS)
@@ -53,6 +59,7 @@ tests_cuda_fence_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_messages_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_race_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_defects_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
+tests_cuda_pool_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 # Runs itself as a child through /proc/PID/exe: not under valgrind.
 check_PROGRAMS += tests/cuda/soname-t
 TESTS += tests/cuda/soname-t

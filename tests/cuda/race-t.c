@@ -6,6 +6,7 @@
  * can fail).  Time is the gates': nothing here sleeps.
  */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "cuda-test.h"
 
@@ -16,15 +17,7 @@ static unsigned char src[N], out[N];
 static long stream_a, stream_b;
 
 /* Every byte of buf is value. */
-static int all(const unsigned char *buf, int value)
-{
-    int i;
-
-    for (i = 0; i < N; i++)
-        if (buf[i] != value)
-            return 0;
-    return 1;
-}
+#define all(buf, value) all_bytes(buf, N, value)
 
 /* A fresh timeline: two live streams on device 0, src and out zeros and
  * registered as memory of type. */
@@ -48,6 +41,23 @@ static cai_desc_t view(intptr_t stream, DLDeviceType type)
     return desc;
 }
 
+/* A fresh timeline (src of type, seen as device) where the producer's
+ * kernel on A fills src with 7 once its gate opens (also when the host
+ * blocks, for on_host_wait); *desc is the view of src on A.  The gate. */
+static int produce(int type, DLDeviceType device, int on_host_wait,
+                   cai_desc_t *desc)
+{
+    int gate;
+
+    start(type);
+    *desc = view(stream_a, device);
+    gate = cuda->gate_new();
+    if (on_host_wait)
+        cuda->gate_open_on_host_wait(gate);
+    cuda->launch_fill(stream_a, src, N, 7, gate);
+    return gate;
+}
+
 /* Drains, then checks the violations (expected: none). */
 static void finish(const char *what)
 {
@@ -56,43 +66,26 @@ static void finish(const char *what)
            cuda->violation_log());
 }
 
-/* cai_cuda_order: the consumer's copy (on B; consumer is B's stream
- * value, 0 for B itself) sees the producer's fill. */
-static void order(intptr_t consumer, int expect, const char *what)
-{
-    cai_desc_t desc;
-    cai_error_t err;
-    int gate, rc;
-
-    start(DOUBLE_DEVICE);
-    desc = view(stream_a, kDLCUDA);
-    gate = cuda->gate_new();
-    cuda->launch_fill(stream_a, src, N, 7, gate);
-    rc = cai_cuda_order(&desc, consumer ? consumer : stream_b, &err);
-    is_int(CAI_OK, rc, "%s: success", what);
-    cuda->launch_copy(stream_b, out, src, N, 0);
-    cuda->gate_open(gate);
-    cuda->drain();
-    ok(all(out, expect), "%s: the consumer read %d (read %d)", what, expect,
-       out[0]);
-    finish(what);
-}
-
-/* cai_fence_record, then cai_fence_wait with consumer. */
-static void fence_wait(intptr_t consumer, int expect, const char *what)
+/* The consumer's copy on B (consumer is B's stream value, 0 for B itself)
+ * after a hand-over through cai_cuda_order, or through cai_fence_record
+ * and cai_fence_wait (fenced), sees the producer's fill, or not. */
+static void hand_over(int fenced, intptr_t consumer, int expect,
+                      const char *what)
 {
     cai_desc_t desc;
     cai_fence_t *fence = NULL;
     cai_error_t err;
     int gate, rc;
 
-    start(DOUBLE_DEVICE);
-    desc = view(stream_a, kDLCUDA);
-    gate = cuda->gate_new();
-    cuda->launch_fill(stream_a, src, N, 7, gate);
-    rc = cai_fence_record(&desc, &fence, &err);
-    is_int(CAI_OK, rc, "%s: fence recorded", what);
-    rc = cai_fence_wait(fence, consumer ? consumer : stream_b, &err);
+    gate = produce(DOUBLE_DEVICE, kDLCUDA, 0, &desc);
+    consumer = consumer ? consumer : stream_b;
+    if (fenced) {
+        rc = cai_fence_record(&desc, &fence, &err);
+        is_int(CAI_OK, rc, "%s: fence recorded", what);
+        rc = cai_fence_wait(fence, consumer, &err);
+    } else {
+        rc = cai_cuda_order(&desc, consumer, &err);
+    }
     is_int(CAI_OK, rc, "%s: success", what);
     cuda->launch_copy(stream_b, out, src, N, 0);
     cuda->gate_open(gate);
@@ -108,16 +101,11 @@ static void fence_wait(intptr_t consumer, int expect, const char *what)
 static void host_reader(int type, DLDeviceType device, int wait,
                         const char *what)
 {
-    cai_desc_t desc;
     cai_fence_t *fence = NULL;
+    cai_desc_t desc;
+    int gate = produce(type, device, 1, &desc), rc;
     cai_error_t err;
-    int gate, rc;
 
-    start(type);
-    desc = view(stream_a, device);
-    gate = cuda->gate_new();
-    cuda->gate_open_on_host_wait(gate);
-    cuda->launch_fill(stream_a, src, N, 7, gate);
     rc = cai_fence_record(&desc, &fence, &err);
     is_int(CAI_OK, rc, "%s: fence recorded", what);
     if (wait) {
@@ -133,8 +121,9 @@ static void host_reader(int type, DLDeviceType device, int wait,
 }
 
 /* The reverse edge: the consumer reads src behind a gate; the producer
- * then writes 9 over it on its stream.  With cai_fence_release the
- * producer's write waits for the consumer's read. */
+ * then writes 9 over it on its stream (0: A, a handle).  With
+ * cai_fence_release the producer's write waits for the consumer's read:
+ * on the device for stream 1, on the host for a handle. */
 static void reverse_edge(intptr_t producer_stream, int release,
                          const char *what)
 {
@@ -144,6 +133,8 @@ static void reverse_edge(intptr_t producer_stream, int release,
     int gate, rc;
 
     start(DOUBLE_DEVICE);
+    if (producer_stream == 0)
+        producer_stream = stream_a;
     memset(src, 7, N);
     desc = view(producer_stream, kDLCUDA);
     rc = cai_fence_record(&desc, &fence, &err);
@@ -169,14 +160,17 @@ static void reverse_edge(intptr_t producer_stream, int release,
 
 int main(void)
 {
+    /* With the event pool on: events reused across hand-overs. */
+    setenv("CAIBRIDGE_EVENT_POOL", "8", 1);
     cuda = use_double();
-    plan(37);
+    plan(46);
 
-    order(0, 7, "cai_cuda_order A -> B");
-    order(CAI_STREAM_NO_SYNC, 0, "cai_cuda_order, consumer -1: race seen");
-    fence_wait(0, 7, "cai_fence_wait A -> B");
-    fence_wait(CAI_STREAM_NO_SYNC, 0, "cai_fence_wait, consumer -1: race "
-               "seen");
+    hand_over(0, 0, 7, "cai_cuda_order A -> B");
+    hand_over(0, CAI_STREAM_NO_SYNC, 0, "cai_cuda_order, consumer -1: race "
+              "seen");
+    hand_over(1, 0, 7, "cai_fence_wait A -> B");
+    hand_over(1, CAI_STREAM_NO_SYNC, 0, "cai_fence_wait, consumer -1: race "
+              "seen");
     host_reader(DOUBLE_PINNED, kDLCUDAHost, 1,
                 "pinned, cai_fence_synchronize");
     host_reader(DOUBLE_PINNED, kDLCUDAHost, 0, "pinned, no host wait: race "
@@ -187,5 +181,7 @@ int main(void)
                 "managed, no host wait: race seen");
     reverse_edge(CAI_STREAM_LEGACY, 1, "reverse edge onto stream 1");
     reverse_edge(CAI_STREAM_LEGACY, 0, "no release: race seen");
+    reverse_edge(0, 1, "reverse edge, producer on a handle (host wait)");
+    reverse_edge(0, 0, "producer on a handle, no release: race seen");
     return 0;
 }

@@ -26,12 +26,7 @@ enum { OP_KERNEL, OP_MARK, OP_WAIT };
 
 struct op {
     int kind;
-    void *dst;
-    const void *src; /* NULL: fill with value */
-    size_t size;
-    int value, gate;
-    void (*fn)(void *); /* a host function, run instead of the kernel */
-    void *arg;
+    struct work work; /* OP_KERNEL */
     int wait_queue; /* OP_WAIT: until that queue has done wait_position */
     long wait_position;
     struct op *next;
@@ -57,7 +52,7 @@ static int stopping; /* the library is unloading: workers end */
 static long next_handle = 0x10000;
 static char violation_text[8192];
 static size_t violation_length;
-static int violation_count;
+static long violation_count;
 
 void violation(const char *fmt, ...)
 {
@@ -105,14 +100,14 @@ static void host_blocks(void)
     pthread_cond_broadcast(&changed);
 }
 
-static void run_work(struct op *op)
+static void run_work(const struct work *w)
 {
-    if (op->fn != NULL)
-        op->fn(op->arg);
-    else if (op->src != NULL)
-        memmove(op->dst, op->src, op->size);
-    else if (op->dst != NULL)
-        memset(op->dst, op->value, op->size);
+    if (w->fn != NULL)
+        w->fn(w->arg);
+    else if (w->src != NULL)
+        memmove(w->dst, w->src, w->size);
+    else if (w->dst != NULL)
+        memset(w->dst, w->value, w->size);
 }
 
 /* Runs queue's op at its head (lock held; released around the work). */
@@ -120,9 +115,8 @@ static void run_head(struct queue *q)
 {
     struct op *op = q->head;
     struct timespec deadline = deadline_from_now();
-    int *gate = op->gate > 0 && op->gate <= gate_count
-                    ? &gates[op->gate - 1].open
-                    : NULL;
+    int g = op->work.gate;
+    int *gate = g > 0 && g <= gate_count ? &gates[g - 1].open : NULL;
 
     while (op->kind == OP_WAIT &&
            queues[op->wait_queue].done < op->wait_position) {
@@ -135,15 +129,15 @@ static void run_head(struct queue *q)
     while (gate != NULL && !*gate) {
         if (!wait_until(&deadline)) {
             violation("stream 0x%lx: gate %d still closed after %d s",
-                      q->handle, op->gate, STUCK_SECONDS);
+                      q->handle, g, STUCK_SECONDS);
             *gate = 1;
         }
     }
     if (op->kind == OP_KERNEL) {
         pthread_mutex_unlock(&lock);
-        run_work(op);
+        run_work(&op->work);
         pthread_mutex_lock(&lock);
-        busy -= op->fn == NULL;
+        busy -= op->work.fn == NULL;
     }
     q->head = op->next;
     if (q->head == NULL)
@@ -279,27 +273,20 @@ static void host_wait_all(void)
             host_wait(i, queues[i].queued, "the device");
 }
 
-void tl_launch(cudaStream_t stream, void *dst, const void *src, size_t size,
-               int value, int gate, void (*fn)(void *), void *arg)
+void tl_launch(cudaStream_t stream, const struct work *work)
 {
-    struct op *op = new_op(OP_KERNEL);
+    struct op *op;
 
-    op->dst = dst;
-    op->src = src;
-    op->size = size;
-    op->value = value;
-    op->gate = gate;
-    op->fn = fn;
-    op->arg = arg;
     if (!timeline) {
         /* Without time, work is done when it is queued. */
         pthread_mutex_unlock(&lock);
-        run_work(op);
+        run_work(work);
         pthread_mutex_lock(&lock);
-        free(op);
         return;
     }
-    busy += fn == NULL;
+    op = new_op(OP_KERNEL);
+    op->work = *work;
+    busy += work->fn == NULL;
     enqueue(stream, op);
 }
 
@@ -395,21 +382,33 @@ cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t *stream)
     return leave(rc, "cudaStreamCreate()", result);
 }
 
+/* An entry point's start when it names a stream: the lock taken, the
+ * injected failure or the stream's (*s: its table entry, or NULL), and
+ * call formatted as "name(stream)". */
+static cudaError_t enter_on(const char *name, cudaStream_t stream,
+                            struct stream **s, char call[64])
+{
+    cudaError_t rc = enter(name);
+    struct context *ctx;
+    char st[32];
+
+    *s = NULL;
+    if (rc == cudaSuccess)
+        rc = resolve(stream, &ctx, s);
+    snprintf(call, 64, "%s(%s)", name, stream_text(stream, st));
+    return rc;
+}
+
 cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream)
 {
-    cudaError_t rc = enter("cudaStreamDestroy");
-    struct context *ctx;
-    struct stream *s = NULL;
-    char call[64], st[32];
+    struct stream *s;
+    char call[64];
+    cudaError_t rc = enter_on("cudaStreamDestroy", stream, &s, call);
 
-    if (rc == cudaSuccess)
-        rc = resolve(stream, &ctx, &s);
     if (rc == cudaSuccess && s == NULL)
         rc = cudaErrorInvalidResourceHandle;
     if (rc == cudaSuccess)
         s->live = 0; /* its queued work still runs, as in CUDA */
-    snprintf(call, sizeof call, "cudaStreamDestroy(%s)",
-             stream_text(stream, st));
     return leave(rc, call, NULL);
 }
 
@@ -427,17 +426,16 @@ cudaError_t CUDARTAPI cudaDeviceSynchronize(void)
 cudaError_t CUDARTAPI cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn,
                                          void *data)
 {
-    cudaError_t rc = enter("cudaLaunchHostFunc");
-    struct context *ctx;
-    struct stream *s = NULL;
-    char call[64], st[32];
+    struct stream *s;
+    char call[64];
+    cudaError_t rc = enter_on("cudaLaunchHostFunc", stream, &s, call);
 
-    if (rc == cudaSuccess)
-        rc = resolve(stream, &ctx, &s);
-    snprintf(call, sizeof call, "cudaLaunchHostFunc(%s)",
-             stream_text(stream, st));
-    if (rc == cudaSuccess && !graph_launch(s, NULL, NULL, 0, 0, 0, fn, data))
-        tl_launch(stream, NULL, NULL, 0, 0, 0, fn, data);
+    if (rc == cudaSuccess) {
+        struct work work = {NULL, NULL, 0, 0, 0, fn, data};
+
+        if (!graph_launch(s, &work))
+            tl_launch(stream, &work);
+    }
     return leave(rc, call, NULL);
 }
 
@@ -487,37 +485,6 @@ CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice device)
     return (CUresult)leave(rc, call, NULL);
 }
 
-/* The first ABI of the capture query (stream, status, id), which drivers
- * keep exporting under this name. */
-#undef cuStreamGetCaptureInfo
-CUresult CUDAAPI cuStreamGetCaptureInfo(CUstream stream,
-                                        CUstreamCaptureStatus *status,
-                                        cuuint64_t *id);
-CUresult CUDAAPI cuStreamGetCaptureInfo(CUstream stream,
-                                        CUstreamCaptureStatus *status,
-                                        cuuint64_t *id)
-{
-    cudaError_t rc = enter("cuStreamGetCaptureInfo");
-    struct context *ctx;
-    struct stream *s = NULL;
-    char call[64], st[32], result[32] = "";
-
-    if (rc == cudaSuccess)
-        rc = resolve((cudaStream_t)stream, &ctx, &s);
-    if (rc == cudaSuccess) {
-        *status = s == NULL || s->capture == 0 ? CU_STREAM_CAPTURE_STATUS_NONE
-                  : s->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
-                                   : CU_STREAM_CAPTURE_STATUS_ACTIVE;
-        if (id != NULL)
-            *id = s != NULL ? (cuuint64_t)s->capture : 0;
-        snprintf(result, sizeof result, "%d id %d", (int)*status,
-                 s != NULL ? s->capture : 0);
-    }
-    snprintf(call, sizeof call, "cuStreamGetCaptureInfo(%s)",
-             stream_text((cudaStream_t)stream, st));
-    return (CUresult)leave(rc, call, result[0] != '\0' ? result : NULL);
-}
-
 /* The CUDA 13 arguments; the double reports 13.0 unless told otherwise,
  * and only the first three are read. */
 cudaError_t CUDARTAPI cudaStreamGetCaptureInfo(
@@ -526,14 +493,11 @@ cudaError_t CUDARTAPI cudaStreamGetCaptureInfo(
     const cudaGraphNode_t **dependencies, const cudaGraphEdgeData **edges,
     size_t *count)
 {
-    cudaError_t rc = enter("cudaStreamGetCaptureInfo");
-    struct context *ctx;
-    struct stream *s = NULL;
-    char call[64], st[32], result[32] = "";
+    struct stream *s;
+    char call[64], result[32] = "";
+    cudaError_t rc = enter_on("cudaStreamGetCaptureInfo", stream, &s, call);
 
     (void)graph, (void)dependencies, (void)edges, (void)count;
-    if (rc == cudaSuccess)
-        rc = resolve(stream, &ctx, &s);
     if (rc == cudaSuccess) {
         *status = s == NULL || s->capture == 0
                       ? cudaStreamCaptureStatusNone
@@ -544,18 +508,16 @@ cudaError_t CUDARTAPI cudaStreamGetCaptureInfo(
         snprintf(result, sizeof result, "%d id %d", (int)*status,
                  s != NULL ? s->capture : 0);
     }
-    snprintf(call, sizeof call, "cudaStreamGetCaptureInfo(%s)",
-             stream_text(stream, st));
     return leave(rc, call, result[0] != '\0' ? result : NULL);
 }
 
 /* ---- Controls ---- */
 
+static void set_locked(int *setting, int value);
+
 void timeline_on(void)
 {
-    pthread_mutex_lock(&lock);
-    timeline = 1;
-    pthread_mutex_unlock(&lock);
+    set_locked(&timeline, 1);
 }
 
 int gate_new(void)
@@ -584,8 +546,8 @@ static int stalled(const struct queue *q)
         return 1;
     if (op->kind == OP_WAIT)
         return queues[op->wait_queue].done < op->wait_position;
-    return op->gate > 0 && op->gate <= gate_count &&
-           !gates[op->gate - 1].open;
+    return op->work.gate > 0 && op->work.gate <= gate_count &&
+           !gates[op->work.gate - 1].open;
 }
 
 /* Lets every stream run as far as it can before a gate opens, so what
@@ -635,14 +597,15 @@ static void launch(long stream, void *dst, const void *src, size_t size,
                    int value, int gate)
 {
     cudaStream_t handle = (cudaStream_t)(intptr_t)stream;
+    struct work work = {dst, src, size, value, gate, NULL, NULL};
     struct stream *s;
 
     pthread_mutex_lock(&lock);
     s = is_default(handle) ? NULL : find_stream(handle);
     if (s != NULL && !s->live)
         violation("a kernel launched on destroyed stream 0x%lx", stream);
-    if (!graph_launch(s, dst, src, size, value, gate, NULL, NULL))
-        tl_launch(handle, dst, src, size, value, gate, NULL, NULL);
+    if (!graph_launch(s, &work))
+        tl_launch(handle, &work);
     pthread_mutex_unlock(&lock);
 }
 
@@ -674,14 +637,19 @@ long stream_create(int device)
     return handle;
 }
 
-int violations(void)
+static long read_locked(const long *value)
 {
-    int n;
+    long n;
 
     pthread_mutex_lock(&lock);
-    n = violation_count;
+    n = *value;
     pthread_mutex_unlock(&lock);
     return n;
+}
+
+int violations(void)
+{
+    return (int)read_locked(&violation_count);
 }
 
 const char *violation_log(void)
@@ -691,41 +659,29 @@ const char *violation_log(void)
 
 long calls(void)
 {
-    long n;
-
-    pthread_mutex_lock(&lock);
-    n = call_count;
-    pthread_mutex_unlock(&lock);
-    return n;
+    return read_locked(&call_count);
 }
 
 void add_pool_allocation(const void *base, size_t size, int device)
 {
+    add_pointer(base, size, DOUBLE_DEVICE, device, NULL, 1);
+}
+
+static void set_locked(int *setting, int value)
+{
     pthread_mutex_lock(&lock);
-    if (pointer_count < MAX_POINTERS) {
-        memset(&pointers[pointer_count], 0, sizeof pointers[pointer_count]);
-        pointers[pointer_count].base = base;
-        pointers[pointer_count].size = size;
-        pointers[pointer_count].type = DOUBLE_DEVICE;
-        pointers[pointer_count].device = device;
-        pointers[pointer_count].pool = 1;
-        pointer_count++;
-    }
+    *setting = value;
     pthread_mutex_unlock(&lock);
 }
 
 void set_cuda11_set_device(int on)
 {
-    pthread_mutex_lock(&lock);
-    cuda11_set_device = on;
-    pthread_mutex_unlock(&lock);
+    set_locked(&cuda11_set_device, on);
 }
 
 void set_concurrent_managed_access(int value)
 {
-    pthread_mutex_lock(&lock);
-    concurrent_managed = value;
-    pthread_mutex_unlock(&lock);
+    set_locked(&concurrent_managed, value);
 }
 
 void host_read(const void *ptr, size_t size)
