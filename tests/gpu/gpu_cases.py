@@ -111,25 +111,13 @@ class Libs:
             raise Skip("cuda.core: no StridedMemoryView")
         raise Skip(f"{name}: unknown")
 
-    @property
-    def torch(self):
-        return self._load("torch")
+    _NAMES = {"torch": "torch", "cupy": "cupy", "numba_cuda": "numba.cuda",
+              "jax": "jax", "smv": "cuda.core"}
 
-    @property
-    def cupy(self):
-        return self._load("cupy")
-
-    @property
-    def numba_cuda(self):
-        return self._load("numba.cuda")
-
-    @property
-    def jax(self):
-        return self._load("jax")
-
-    @property
-    def smv(self):
-        return self._load("cuda.core")
+    def __getattr__(self, attr):
+        if attr not in Libs._NAMES:
+            raise AttributeError(attr)
+        return self._load(Libs._NAMES[attr])
 
     def has(self, name):
         try:
@@ -182,22 +170,18 @@ class DLPackOnly:
         return self.tensor.__dlpack__(**kwargs)
 
 
-class Forward:
-    """A DLPack producer of another's data (its own type, so consumers take
-    the Python protocol); stream, when given, replaces the consumer's."""
+class Unordered:
+    """A consumer that asks for no ordering: another's data, exported with
+    stream=-1 whatever stream the consumer names."""
 
-    _unset = object()
-
-    def __init__(self, inner, stream=_unset):
-        self.inner, self.stream = inner, stream
+    def __init__(self, inner):
+        self.inner = inner
 
     def __dlpack_device__(self):
         return self.inner.__dlpack_device__()
 
-    def __dlpack__(self, **kwargs):
-        if self.stream is not Forward._unset:
-            kwargs["stream"] = self.stream
-        return self.inner.__dlpack__(**kwargs)
+    def __dlpack__(self, stream=None, **kwargs):
+        return self.inner.__dlpack__(stream=-1, **kwargs)
 
 
 class ToDLPack:
@@ -218,6 +202,20 @@ def streamed(base, stream):
     iface = base.__cuda_array_interface__
     return CAI(base, iface["data"][0], iface["shape"], iface["typestr"],
                stream=stream)
+
+
+def located_on(obj, device):
+    """(as_dlpack(obj) is on device, where it is)."""
+    where = caibridge.as_dlpack(obj).__dlpack_device__()
+    return where == device, f"{where}"
+
+
+def on_side_stream(torch):
+    """A torch tensor's data announced on a stream of its own (kept)."""
+    side = torch.cuda.Stream()
+    source = streamed(torch.arange(4.0, device="cuda:0"), side.cuda_stream)
+    source.side = side
+    return source
 
 
 def cai_ptr(obj):
@@ -479,10 +477,10 @@ def array_interface_into_torch(libs, device):
 
 # ---- races on device memory: every path, ordered and not ----
 
-def race(libs, hand_over, ordered, repeats):
-    """How many of repeats a torch consumer on stream B saw the values the
-    producer's long kernel on stream A wrote.  hand_over(x, a, b, ordered)
-    gives what torch.from_dlpack takes, on B."""
+def race(libs, read, ordered, repeats):
+    """How many of repeats a consumer saw the values the producer's long
+    kernel on stream A wrote.  read(torch, x, a, b, ordered) hands x over
+    and sums it on the consumer's stream: (the sum, that stream)."""
     torch = libs.torch
     a, b = torch.cuda.Stream(), torch.cuda.Stream()
     x = torch.zeros(N, device="cuda:0")
@@ -491,23 +489,32 @@ def race(libs, hand_over, ordered, repeats):
     for i in range(repeats):
         value = float(i % 7 + 1)
         slow_fill(torch, x, value, a)
-        with torch.cuda.stream(b):
-            producer = hand_over(torch, x, a, b, ordered)
-            total = torch.from_dlpack(producer).sum()
-        b.synchronize()
+        total, stream = read(torch, x, a, b, ordered)
+        stream.synchronize()
         right += int(total.item() == value * N)
-        del producer
         torch.cuda.synchronize()
     return right
 
 
+def through_torch(hand_over):
+    """hand_over(torch, x, a, b, ordered) gives what torch.from_dlpack
+    takes; torch reads it on B."""
+    def read(torch, x, a, b, ordered):
+        with torch.cuda.stream(b):
+            total = torch.from_dlpack(hand_over(torch, x, a, b,
+                                                ordered)).sum()
+        return total, b
+    return read
+
+
 def race_case(hand_over, what):
     def ordered(libs, device):
-        right = race(libs, hand_over, True, REPEATS)
+        right = race(libs, through_torch(hand_over), True, REPEATS)
         return right == REPEATS, f"{right} of {REPEATS} right"
 
     def unordered(libs, device):
-        right = race(libs, hand_over, False, UNORDERED_REPEATS)
+        right = race(libs, through_torch(hand_over), False,
+                     UNORDERED_REPEATS)
         if right == UNORDERED_REPEATS:
             raise Skip(f"the race window was not hit in {right} repeats")
         diag(f"{what} unordered: unfinished data in "
@@ -535,7 +542,7 @@ def via_to_dlpack(torch, x, a, b, ordered):
 def via_add_dlpack(torch, x, a, b, ordered):
     producer = PatchedCAI(x, x.data_ptr(), tuple(x.shape),
                           stream=a.cuda_stream)
-    return producer if ordered else Forward(producer, stream=-1)
+    return producer if ordered else Unordered(producer)
 
 
 def via_caiview(torch, x, a, b, ordered):
@@ -543,7 +550,7 @@ def via_caiview(torch, x, a, b, ordered):
     capsule = caibridge.to_dlpack(CAI(x, x.data_ptr(), tuple(x.shape)),
                                   max_version=(1, 3))
     view = caibridge.from_dlpack(capsule, stream=a.cuda_stream)
-    return view if ordered else Forward(view, stream=-1)
+    return view if ordered else Unordered(view)
 
 
 def via_from_dlpack(torch, x, a, b, ordered):
@@ -581,51 +588,39 @@ for _hand_over, _what in (
     race_case(_hand_over, _what)
 
 
-def exchange_race(libs, ordered, repeats):
+def exchange_read(torch, x, a, b, ordered):
     """caibridge's table read by a C consumer (ctypes.PYFUNCTYPE: the
     table's functions take Python objects, so the GIL stays held): the
     tensor is used on the stream current_work_stream reports."""
-    torch = libs.torch
     api = exchange_table(caibridge.DLPackView)
     new = ctypes.pythonapi.PyCapsule_New
     new.restype = ctypes.py_object
     new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-    from_py = FROM_PY(api.managed_tensor_from_py_object_no_sync)
-    work_stream = WORK_STREAM(api.current_work_stream)
-    a = torch.cuda.Stream()
-    x = torch.zeros(N, device="cuda:0")
-    torch.cuda.synchronize()
-    right = 0
-    for i in range(repeats):
-        value = float(i % 7 + 1)
-        slow_fill(torch, x, value, a)
-        view = caibridge.as_dlpack(cai_of(x, a), sync=ordered)
-        out = ctypes.c_void_p()
-        if from_py(view, ctypes.byref(out)) != 0:
-            raise AssertionError("managed_tensor_from_py_object_no_sync")
-        stream = ctypes.c_void_p()
-        if work_stream(KDLCUDA, 0, ctypes.byref(stream)) != 0:
-            raise AssertionError("current_work_stream")
-        capsule = new(out.value, b"dltensor_versioned", None)
-        reported = torch.cuda.ExternalStream(stream.value)
-        with torch.cuda.stream(reported):
-            total = torch.from_dlpack(capsule).sum()
-        reported.synchronize()
-        right += int(total.item() == value * N)
-        torch.cuda.synchronize()
-    return right
+    view = caibridge.as_dlpack(cai_of(x, a), sync=ordered)
+    out, stream = ctypes.c_void_p(), ctypes.c_void_p()
+    if FROM_PY(api.managed_tensor_from_py_object_no_sync)(
+            view, ctypes.byref(out)) != 0:
+        raise AssertionError("managed_tensor_from_py_object_no_sync failed")
+    if WORK_STREAM(api.current_work_stream)(KDLCUDA, 0,
+                                            ctypes.byref(stream)) != 0:
+        raise AssertionError("current_work_stream failed")
+    capsule = new(out.value, b"dltensor_versioned", None)
+    reported = torch.cuda.ExternalStream(stream.value)
+    with torch.cuda.stream(reported):
+        total = torch.from_dlpack(capsule).sum()
+    return total, reported
 
 
 @case("race, caibridge's exchange table read by a C consumer: right on "
       "the reported work stream in every repeat")
 def exchange_export(libs, device):
-    right = exchange_race(libs, True, REPEATS)
+    right = race(libs, exchange_read, True, REPEATS)
     return right == REPEATS, f"{right} of {REPEATS} right"
 
 
 @case("race, caibridge's exchange table, sync=False: the race is seen")
 def exchange_export_race(libs, device):
-    right = exchange_race(libs, False, UNORDERED_REPEATS)
+    right = race(libs, exchange_read, False, UNORDERED_REPEATS)
     if right == UNORDERED_REPEATS:
         raise Skip(f"the race window was not hit in {right} repeats")
     return True, None
@@ -679,10 +674,10 @@ def host_via(path, owner, ptr, n, a, ordered):
         return ToDLPack(source, device, sync=ordered)
     if path == "add_dlpack":
         producer = PatchedCAI(owner, ptr, (n,), stream=a.ptr)
-        return producer if ordered else Forward(producer, stream=-1)
+        return producer if ordered else Unordered(producer)
     capsule = caibridge.to_dlpack(CAI(owner, ptr, (n,)), max_version=(1, 3))
     view = caibridge.from_dlpack(capsule, stream=a.ptr)
-    return view if ordered else Forward(view, stream=-1)
+    return view if ordered else Unordered(view)
 
 
 def host_reads(libs, kind, path, ordered, repeats):
@@ -748,32 +743,39 @@ def cpu_device_request(libs, device):
 @case("a Python host function queued on the producer's stream before the "
       "fence: a host wait does not deadlock")
 def host_function_before_the_fence(libs, device):
+    ran = []
+
+    def queue(a):
+        # Runs on the driver's thread once the kernel is done: it needs
+        # the GIL.
+        a.launch_host_func(lambda arg: ran.append(arg), 1)
+    seen = pinned_reader(libs, 5.0, SLEEP_CYCLES, queue)()
+    return ran == [1] and bool((seen == 5.0).all()), f"ran {ran}"
+
+
+def pinned_reader(libs, value, cycles, then=None):
+    """Queues a kernel of `cycles` filling pinned memory with value on
+    stream A (then(A) after it); returns NumPy's read of it through
+    as_dlpack, to call."""
     cupy = libs.cupy
     spinner = Spinner(cupy)
     n = 1 << 16
     a = cupy.cuda.Stream(non_blocking=True)
     owner, ptr = host_memory(cupy, "pinned", n)
-    ran = []
-    spinner.fill(ptr, n, 5.0, a)
-    # Runs on the driver's thread once the kernel is done: it needs the GIL.
-    a.launch_host_func(lambda arg: ran.append(arg), 1)
-    seen = np.from_dlpack(caibridge.as_dlpack(CAI(owner, ptr, (n,),
-                                                  stream=a.ptr)))
-    return ran == [1] and bool((seen == 5.0).all()), f"ran {ran}"
+    spinner.fill(ptr, n, value, a, cycles=cycles)
+    if then is not None:
+        then(a)
+    return lambda: np.from_dlpack(caibridge.as_dlpack(
+        CAI(owner, ptr, (n,), stream=a.ptr)))
 
 
 @case("another Python thread runs while one waits on the host for the "
       "producer")
 def thread_runs_during_a_host_wait(libs, device):
-    cupy = libs.cupy
-    spinner = Spinner(cupy)
-    n = 1 << 16
-    a = cupy.cuda.Stream(non_blocking=True)
-    owner, ptr = host_memory(cupy, "pinned", n)
     # About half a second of GPU time: another thread that holds no GIL
     # counts millions of steps meanwhile; with the GIL held by the wait it
     # gets one switch interval (5 ms) before the wait begins, at most.
-    spinner.fill(ptr, n, 2.0, a, cycles=20 * SLEEP_CYCLES)
+    read = pinned_reader(libs, 2.0, 20 * SLEEP_CYCLES)
     steps, done = [0], []
 
     def count():
@@ -782,8 +784,7 @@ def thread_runs_during_a_host_wait(libs, device):
     counter = threading.Thread(target=count)
     counter.start()
     before = steps[0]
-    seen = np.from_dlpack(caibridge.as_dlpack(CAI(owner, ptr, (n,),
-                                                  stream=a.ptr)))
+    seen = read()
     during = steps[0] - before
     done.append(1)
     counter.join()
@@ -883,9 +884,7 @@ def managed(libs, device):
     arr = cupy.ndarray((8,), cupy.float32, mem)
     arr[:] = 1
     cupy.cuda.Device().synchronize()
-    view = caibridge.as_dlpack(arr)
-    return view.__dlpack_device__() == (KDLCUDAMANAGED, 0), \
-        f"{view.__dlpack_device__()}"
+    return located_on(arr, (KDLCUDAMANAGED, 0))
 
 
 @case("pool memory (cudaMallocAsync) located on a fresh thread: device "
@@ -901,9 +900,12 @@ def pool_memory_on_a_fresh_thread(libs, device):
     cupy.cuda.Device().synchronize()
     driver = Driver()
 
+    # A bare CAI dict: CuPy's own property may touch CUDA on this thread.
+    source = CAI(x, x.data.ptr, (4,))
+
     def fresh():
         before = driver.current()
-        located = caibridge.as_dlpack(x).__dlpack_device__()
+        located = caibridge.as_dlpack(source).__dlpack_device__()
         return before, located, driver.current()
     before, located, after = on_fresh_thread(fresh)
     return (located == (KDLCUDA, 0) and before is None and
@@ -919,9 +921,7 @@ def second_device(libs, device):
     with cupy.cuda.Device(1):
         arr = cupy.arange(4, dtype=cupy.float32)
     cupy.cuda.Device(0).use()
-    view = caibridge.as_dlpack(arr)
-    return view.__dlpack_device__() == (KDLCUDA, 1), \
-        f"{view.__dlpack_device__()}"
+    return located_on(arr, (KDLCUDA, 1))
 
 
 @case("data on cuda:1, producer stream on cuda:0: ordered, cuda:0 still "
@@ -989,10 +989,8 @@ def per_thread_across_threads(libs, device):
       "caibridge ordered and waited on it")
 def fresh_thread_no_context(libs, device):
     torch = libs.torch
-    driver = Driver()
-    data = torch.arange(4.0, device="cuda:0")
-    side, other = torch.cuda.Stream(), torch.cuda.Stream()
-    source = streamed(data, side.cuda_stream)
+    driver, source = Driver(), on_side_stream(torch)
+    other = torch.cuda.Stream()
 
     def fresh():
         before = driver.current()
@@ -1035,11 +1033,7 @@ print(active(0), active(1))
 @case("a non-primary context (cuCtxCreate) stays current across a "
       "hand-over")
 def non_primary_context_kept(libs, device):
-    torch = libs.torch
-    driver = Driver()
-    data = torch.arange(4.0, device="cuda:0")
-    side = torch.cuda.Stream()
-    source = streamed(data, side.cuda_stream)
+    driver, source = Driver(), on_side_stream(libs.torch)
 
     def own_context():
         ctx = driver.create_context(0)
