@@ -26,7 +26,9 @@ PyDoc_STRVAR(to_dlpack_doc,
 "'dltensor_versioned' when max_version asks for 1.x, else 'dltensor'.\n"
 "dl_device and copy are __dlpack__'s: dl_device must be where the data is\n"
 "(caibridge does not move data), copy=True makes a C-contiguous host copy\n"
-"marked IS_COPIED that holds nothing of obj.");
+"marked IS_COPIED that holds nothing of obj.  Pinned and managed memory\n"
+"with no stream, or asked for as dl_device=(1, 0), make the host wait for\n"
+"the producer's stream first (a consumer on the CPU).");
 
 /* A tensor over a descriptor describe() read, checked here (its element
  * strides computed), holding owner (consumed, also on failure). */
