@@ -207,6 +207,8 @@ def main():
     if devices < 2:
         tap.line("# one CUDA device: the cuda:1 cases are skipped")
     os.environ["CHECK_GPU_CHILD"] = "1"
+    # Children share the GPU: JAX must not take most of its memory.
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     deadline = started + BUDGET
 
     def run(entry):
