@@ -92,6 +92,32 @@ def test_bare_zero_is_still_refused(cuda, call):
             caibridge.to_dlpack(DeviceArray(stream=PRODUCER), stream=0)
 
 
+@pytest.mark.parametrize("call", ["dlpack", "from_dlpack", "to_dlpack",
+                                  "patched"])
+@pytest.mark.parametrize("stream", [-2, -7])
+def test_negative_streams_other_than_minus_one_are_refused(cuda, call,
+                                                           stream):
+    """Only -1 (no ordering) is a negative stream value (issue 20, item
+    12: stream=-2 accepted for CUDA data).  The producer names no stream,
+    so nothing but the argument check stands in the way."""
+    view = view_of(cuda, None)
+    with pytest.raises(ValueError, match=f"stream = {stream} is not a "
+                       "stream"):
+        if call == "dlpack":
+            view.__dlpack__(stream=stream)
+        elif call == "from_dlpack":
+            caibridge.from_dlpack(Producer(cuda), stream=stream)
+        elif call == "to_dlpack":
+            caibridge.to_dlpack(DeviceArray(), stream=stream)
+        else:
+            Patched().__dlpack__(stream=stream)
+
+
+@caibridge.add_dlpack
+class Patched(DeviceArray):
+    """DeviceArray made a DLPack producer by add_dlpack."""
+
+
 # ---- from_dlpack(stream=-1) never claims the data is ready ----
 
 def test_from_dlpack_minus_one_through_the_protocol_is_refused(cuda):
