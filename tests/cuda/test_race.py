@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from test_exchange_streams import ForeignTable, handed_out, release
-from test_stream_order import KDLCPU, KDLCUDA  # noqa: F401
+from test_stream_order import KDLCPU
 from timeline_double import (DEVICE, MANAGED, PINNED, CAIArray, Forward,
                              PatchedArray, Timeline, ToDLPack, caibridge)
 
