@@ -173,8 +173,10 @@ static const char patched_dlpack_doc[] =
 "The same protocol as caibridge.DLPackView.__dlpack__: a versioned capsule\n"
 "when max_version asks for 1.x, else a legacy one (refused for read-only\n"
 "data); stream ordering on CUDA (None: legacy default, -1: none, 0\n"
-"refused); copy=True makes a host copy.  The capsule keeps the instance\n"
-"alive until the consumer's deleter runs.";
+"refused); copy=True makes a host copy.  Pinned and managed memory with\n"
+"no stream, or asked for as dl_device=(1, 0), make the host wait for the\n"
+"producer's stream.  The capsule keeps the instance alive until the\n"
+"consumer's deleter runs.";
 
 static const char patched_dlpack_device_doc[] =
 "__dlpack_device__()\n--\n\n"

@@ -57,6 +57,24 @@
 #define Py_END_CRITICAL_SECTION() }
 #endif
 
+/* This thread's attached thread state (it holds that interpreter's GIL),
+ * or NULL. */
+static inline PyThreadState *attached_here(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return PyThreadState_GetUnchecked();
+#else
+    /* Before 3.12 this is the GIL holder's thread state, whichever thread
+     * that is; its thread says whether it is ours.  GILState's record
+     * would not do: it knows only the main interpreter, so a thread inside
+     * a sub-interpreter would wait for the GIL it holds. */
+    PyThreadState *t = _PyThreadState_UncheckedGet();
+
+    return t != NULL && t->thread_id == PyThread_get_thread_ident() ? t
+                                                                     : NULL;
+#endif
+}
+
 /* d[key] as a strong reference: 1 found, 0 absent, -1 error. */
 static inline int cai_dict_get_ref(PyObject *d, PyObject *key,
                                    PyObject **out)
@@ -335,6 +353,11 @@ int order_streams(cai_state *st, const cai_desc_t *d, intptr_t consumer,
                   int sync);
 int fence_at_view(cai_state *st, const cai_desc_t *d, int sync,
                   cai_fence_t **out);
+/* The host waits for the work queued so far on the stream of d (pinned or
+ * managed memory that a CPU consumer reads now), with the GIL released;
+ * nothing when sync or CAIBRIDGE_SYNC turned ordering off or d has no
+ * stream.  -1 with an exception set. */
+int cai_py_host_wait(cai_state *st, const cai_desc_t *d, int sync);
 int edge_owner(const cai_fence_t *fence, intptr_t consumer, void **owner,
                cai_release_fn *release);
 PyObject *reported_stream(int given, intptr_t s);

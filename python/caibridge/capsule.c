@@ -24,24 +24,6 @@ const char CAPSULE_VERSIONED[] = "dltensor_versioned";
 static const char CAPSULE_LEGACY_USED[] = "used_dltensor";
 static const char CAPSULE_VERSIONED_USED[] = "used_dltensor_versioned";
 
-/* This thread's attached thread state (it holds that interpreter's GIL),
- * or NULL. */
-static inline PyThreadState *attached_here(void)
-{
-#if PY_VERSION_HEX >= 0x030D0000
-    return PyThreadState_GetUnchecked();
-#else
-    /* Before 3.12 this is the GIL holder's thread state, whichever thread
-     * that is; its thread says whether it is ours.  GILState's record
-     * would not do: it knows only the main interpreter, so a thread inside
-     * a sub-interpreter would wait for the GIL it holds. */
-    PyThreadState *t = _PyThreadState_UncheckedGet();
-
-    return t != NULL && t->thread_id == PyThread_get_thread_ident() ? t
-                                                                     : NULL;
-#endif
-}
-
 /*
  * Owners released on a thread that does not hold the GIL.  Such a thread
  * must never wait for the GIL: if the interpreter starts finalizing while

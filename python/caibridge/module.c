@@ -27,7 +27,9 @@ PyDoc_STRVAR(to_dlpack_doc,
 "'dltensor_versioned' when max_version asks for 1.x, else 'dltensor'.\n"
 "dl_device and copy are __dlpack__'s: dl_device must be where the data is\n"
 "(caibridge does not move data), copy=True makes a C-contiguous host copy\n"
-"marked IS_COPIED that holds nothing of obj.");
+"marked IS_COPIED that holds nothing of obj.  Pinned and managed memory\n"
+"with no stream, or asked for as dl_device=(1, 0), make the host wait for\n"
+"the producer's stream first (a consumer on the CPU).");
 
 /* A tensor over a descriptor describe() read, checked here (its element
  * strides computed), holding owner (consumed, also on failure). */
@@ -90,18 +92,17 @@ int request_prepare(cai_state *st, cai_desc_t *d, const cai_request_t *req)
     /* No stream on either side: nothing to check (no error is possible
      * without one) and nothing to order. */
     int streams = req->stream != NULL || d->has_stream;
-
+    int given = req->stream != NULL && req->stream != Py_None;
     int to_host = check_dl_device(st, req->dl_device, d->device);
+    DLDevice where = d->device;
 
     if (to_host < 0)
         return -1;
+    /* A consumer on the CPU, as at DLPackView.__dlpack__: asked for as
+     * kDLCPU, the data is described so, and a stream is refused. */
     if (to_host) {
-        /* The host wait for a CPU consumer lives in the view (its fence). */
-        PyErr_SetString(PyExc_BufferError,
-                        "dl_device = (kDLCPU, 0) for pinned or managed "
-                        "memory: use as_dlpack(obj).__dlpack__(dl_device=...), "
-                        "which makes the host wait for the producer");
-        return -1;
+        d->device.device_type = kDLCPU;
+        d->device.device_id = 0;
     }
     if (streams && check_stream(st, d, req->stream, &consumer) != 0)
         return -1;
@@ -125,6 +126,20 @@ int request_prepare(cai_state *st, cai_desc_t *d, const cai_request_t *req)
             raise_status(st, &err);
             return -1;
         }
+    }
+    /* Pinned or managed memory with no consumer stream is read by the
+     * host at once (NumPy passes none): the host waits for the producer.
+     * The fence is taken where the data is, not where it is described. */
+    if (!given && d->has_stream &&
+        (to_host || where.device_type == kDLCUDAHost ||
+         where.device_type == kDLCUDAManaged)) {
+        DLDevice described = d->device;
+        int rc;
+
+        d->device = where;
+        rc = cai_py_host_wait(st, d, req->sync);
+        d->device = described;
+        return rc;
     }
     if (streams && order_streams(st, d, consumer, req->sync) != 0)
         return -1;

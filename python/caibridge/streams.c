@@ -61,17 +61,34 @@ int check_stream(cai_state *st, const cai_desc_t *d, PyObject *arg,
     return check_stream_value(d, given, s, consumer);
 }
 
+/*
+ * Every ordering call may block the host: a wait on a default stream of a
+ * thread with no context, a host wait, or a device wait.  The thread lets
+ * go of the interpreter meanwhile (the GIL; on free-threaded builds its
+ * critical sections, none of which is held on these paths), so that other
+ * threads run and a host function queued on the producer's stream that
+ * needs Python can finish.  Nothing here touches a Python object.
+ */
+#define WITHOUT_INTERPRETER(rc, call)                                         \
+    do {                                                                       \
+        Py_BEGIN_ALLOW_THREADS                                                 \
+        (rc) = (call);                                                         \
+        Py_END_ALLOW_THREADS                                                   \
+    } while (0)
+
 /* Makes the consumer's stream wait for the producer's unless ordering is
  * off or there is nothing to order. */
 int order_streams(cai_state *st, const cai_desc_t *d, intptr_t consumer,
                   int sync)
 {
     cai_error_t err;
+    int rc;
 
     if (!sync || !st->sync_enabled || consumer == CAI_STREAM_NO_SYNC ||
         !d->has_stream || !is_cuda_device(d->device.device_type))
         return 0;
-    if (cai_cuda_order(d, consumer, &err) != 0) {
+    WITHOUT_INTERPRETER(rc, cai_cuda_order(d, consumer, &err));
+    if (rc != 0) {
         raise_status(st, &err);
         return -1;
     }
@@ -104,10 +121,28 @@ int fence_at_view(cai_state *st, const cai_desc_t *d, int sync,
 int view_order(cai_state *st, const DLPackViewObject *v, intptr_t consumer)
 {
     cai_error_t err;
+    int rc;
 
     if (v->fence == NULL || consumer == CAI_STREAM_NO_SYNC)
         return 0;
-    if (cai_fence_wait(v->fence, consumer, &err) != 0) {
+    WITHOUT_INTERPRETER(rc, cai_fence_wait(v->fence, consumer, &err));
+    if (rc != 0) {
+        raise_status(st, &err);
+        return -1;
+    }
+    return 0;
+}
+
+/* The host waits on fence (NULL: nothing to wait for). */
+static int fence_host_sync(cai_state *st, const cai_fence_t *fence)
+{
+    cai_error_t err;
+    int rc;
+
+    if (fence == NULL)
+        return 0;
+    WITHOUT_INTERPRETER(rc, cai_fence_synchronize(fence, &err));
+    if (rc != 0) {
         raise_status(st, &err);
         return -1;
     }
@@ -116,15 +151,26 @@ int view_order(cai_state *st, const DLPackViewObject *v, intptr_t consumer)
 
 int view_host_sync(cai_state *st, const DLPackViewObject *v)
 {
-    cai_error_t err;
+    return fence_host_sync(st, v->fence);
+}
 
-    if (v->fence == NULL)
-        return 0;
-    if (cai_fence_synchronize(v->fence, &err) != 0) {
-        raise_status(st, &err);
+/*
+ * A CPU reader of pinned or managed memory that d describes (the one-shot
+ * paths: to_dlpack, add_dlpack's __dlpack__, a CAIView's re-export or
+ * array interface): the host waits for the work queued so far on d's
+ * stream, through a fence taken now.  Nothing to do when ordering is off
+ * or d names no stream.
+ */
+int cai_py_host_wait(cai_state *st, const cai_desc_t *d, int sync)
+{
+    cai_fence_t *fence;
+    int rc;
+
+    if (fence_at_view(st, d, sync, &fence) != 0)
         return -1;
-    }
-    return 0;
+    rc = fence_host_sync(st, fence);
+    (void)cai_fence_destroy(fence, NULL);
+    return rc;
 }
 
 /*
@@ -149,11 +195,20 @@ static void release_edge(void *p)
 {
     edge *e = p;
     cai_error_t err;
+    /* Released from Python (a capsule or view dying), the thread lets go
+     * of the interpreter while the release may wait on the host; not while
+     * finalizing, when a thread that lets go may never get it back. */
+    PyThreadState *here = cai_is_finalizing() ? NULL : attached_here();
 
-    if ((e->consumer != CAI_STREAM_PER_THREAD ||
-         pthread_equal(e->thread, pthread_self())) &&
-        cai_fence_release(e->fence, e->consumer, &err) != 0) {
-        /* Nothing to report it to: the consumer's deleter returns void. */
+    if (e->consumer != CAI_STREAM_PER_THREAD ||
+        pthread_equal(e->thread, pthread_self())) {
+        if (here != NULL)
+            PyEval_SaveThread();
+        if (cai_fence_release(e->fence, e->consumer, &err) != 0) {
+            /* Nothing to report it to: the deleter returns void. */
+        }
+        if (here != NULL)
+            PyEval_RestoreThread(here);
     }
     e->release(e->owner);
     PyMem_RawFree(e);

@@ -75,8 +75,10 @@ endif
 # tests/python's files.
 CAI_CUDA_PYTHON_TESTS = tests/cuda/test_stream_order.py \
 	tests/cuda/test_cuda_bridge.py tests/cuda/test_exchange_streams.py \
-	tests/cuda/test_streams.py tests/cuda/test_runtime_search.py
-EXTRA_DIST += $(CAI_CUDA_PYTHON_TESTS) tests/cuda/test_no_cuda.py
+	tests/cuda/test_streams.py tests/cuda/test_runtime_search.py \
+	tests/cuda/test_race.py tests/cuda/test_gil.py
+EXTRA_DIST += $(CAI_CUDA_PYTHON_TESTS) tests/cuda/test_no_cuda.py \
+	tests/cuda/timeline_double.py
 if HAVE_PYTHON
 TESTS += tests/cuda/test_no_cuda.py
 if HAVE_CUDA
@@ -87,7 +89,7 @@ endif
 # `make check-gpu`: real CAI producers through caibridge into PyTorch and
 # JAX on a machine with a GPU; one TAP skip line with the reason without.
 # It imports the package staged by python/local.mk (python/stage).
-EXTRA_DIST += tests/gpu/check-gpu.py
+EXTRA_DIST += tests/gpu/check-gpu.py tests/gpu/gpu_cases.py
 if HAVE_PYTHON
 check-gpu: python/stage/caibridge/.stamp
 	PYTHONDONTWRITEBYTECODE=1 \

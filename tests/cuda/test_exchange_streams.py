@@ -123,7 +123,7 @@ def test_release_orders_the_producer_after_the_reported_stream(cuda):
     """The reverse edge: when the consumer deletes the table's tensor, the
     producer's stream waits for the legacy stream, so producer work queued
     afterwards cannot overtake the consumer's reads."""
-    view = view_of(cuda, PRODUCER)
+    view = view_of(cuda, 2)
     rc, tensor = handed_out(view, "managed")
     assert rc == 0
     cuda.reset()
@@ -131,7 +131,19 @@ def test_release_orders_the_producer_after_the_reported_stream(cuda):
     calls = ordering(cuda.log())
     assert [c[0] for c in calls] == ["record", "wait"], calls
     assert calls[0][2] == f"{LEGACY:#x}"
-    assert calls[1][1:] == (f"{PRODUCER:#x}", calls[0][1])
+    assert calls[1][1:] == ("0x2", calls[0][1])
+
+
+def test_release_waits_on_the_host_for_a_producer_stream_handle(cuda):
+    """A stream handle may be gone at release: never named again, the host
+    waits for the legacy stream's event instead."""
+    view = view_of(cuda, PRODUCER)
+    rc, tensor = handed_out(view, "managed")
+    assert rc == 0
+    cuda.reset()
+    release(tensor)
+    calls = ordering(cuda.log())
+    assert calls == [("record", "ev1", f"{LEGACY:#x}"), ("host", "ev1")]
 
 
 @pytest.mark.parametrize("how", ["managed", "dltensor"])
@@ -178,7 +190,7 @@ def test_producer_on_another_device(cuda):
     assert [c[1] for c in ordering(log) if c[0] == "wait"] == [f"{LEGACY:#x}"]
     waited = log.index(next(line for line in log
                             if line.startswith("cudaStreamWaitEvent")))
-    assert "cuCtxGetCurrent() = P1" in log[:waited], \
+    assert "cuCtxSetCurrent(P1)" in log[:waited], \
         "the legacy stream waited on is device 1's"
     assert cuda._c.current_device() == 0, "the caller's device is restored"
     assert work_stream(KDLCUDA, 1) == LEGACY
@@ -243,16 +255,18 @@ def test_tensor_to_py_reports_the_work_stream(cuda):
 
 class ForeignTable:
     """A producer type's exchange API, driven by the test: its tensors are
-    CUDA tensors at DEVICE_PTR on `device`, and current_work_stream reports
-    `stream` (None: the NULL default stream) or fails."""
+    `size` elements of CUDA data at `data` on `device`, and
+    current_work_stream reports `stream` (None: the NULL default stream) or
+    fails."""
 
     def __init__(self, device=(KDLCUDA, 0), stream=None, stream_fails=False,
-                 from_fails=False):
-        self.device, self.stream = device, stream
+                 from_fails=False, data=DEVICE_PTR, size=4, dtype="float32"):
+        self.device, self.stream, self.data = device, stream, data
+        self.dtype = dtype
         self.stream_fails, self.from_fails = stream_fails, from_fails
         self.asked = []
         self.deleted = 0
-        self._shape = (ctypes.c_int64 * 1)(4)
+        self._shape = (ctypes.c_int64 * 1)(size)
         self._strides = (ctypes.c_int64 * 1)(1)
         self._deleter = VERSIONED_DELETER(self._delete)
         self._tensors = []
@@ -289,8 +303,8 @@ class ForeignTable:
         t = DLManagedTensorVersioned(
             version=DLPackVersion(1, 3), manager_ctx=None,
             deleter=self._deleter, flags=0, dl_tensor=DLTensor(
-                data=DEVICE_PTR, device=DLDevice(*self.device), ndim=1,
-                dtype=dtype_of("float32"), shape=self._shape,
+                data=self.data, device=DLDevice(*self.device), ndim=1,
+                dtype=dtype_of(self.dtype), shape=self._shape,
                 strides=self._strides, byte_offset=0))
         self._tensors.append(t)
         out[0] = ctypes.pointer(t)

@@ -92,6 +92,32 @@ def test_bare_zero_is_still_refused(cuda, call):
             caibridge.to_dlpack(DeviceArray(stream=PRODUCER), stream=0)
 
 
+@pytest.mark.parametrize("call", ["dlpack", "from_dlpack", "to_dlpack",
+                                  "patched"])
+@pytest.mark.parametrize("stream", [-2, -7])
+def test_negative_streams_other_than_minus_one_are_refused(cuda, call,
+                                                           stream):
+    """Only -1 (no ordering) is a negative stream value (issue 20, item
+    12: stream=-2 accepted for CUDA data).  The producer names no stream,
+    so nothing but the argument check stands in the way."""
+    view = view_of(cuda, None)
+    with pytest.raises(ValueError, match=f"stream = {stream} is not a "
+                       "stream"):
+        if call == "dlpack":
+            view.__dlpack__(stream=stream)
+        elif call == "from_dlpack":
+            caibridge.from_dlpack(Producer(cuda), stream=stream)
+        elif call == "to_dlpack":
+            caibridge.to_dlpack(DeviceArray(), stream=stream)
+        else:
+            Patched().__dlpack__(stream=stream)
+
+
+@caibridge.add_dlpack
+class Patched(DeviceArray):
+    """DeviceArray made a DLPack producer by add_dlpack."""
+
+
 # ---- from_dlpack(stream=-1) never claims the data is ready ----
 
 def test_from_dlpack_minus_one_through_the_protocol_is_refused(cuda):
@@ -235,19 +261,34 @@ def test_device_memory_is_still_not_host_memory(cuda):
 # ---- the reverse edge: released, the producer waits for the consumer ----
 
 def test_release_orders_the_producer_after_the_consumer(cuda):
-    view = view_of(cuda, PRODUCER)
+    """The producer's default stream outlives any hand-over: it is made to
+    wait for the consumer on the device."""
+    view = view_of(cuda, LEGACY)
     capsule = view.__dlpack__(stream=CONSUMER, max_version=(1, 3))
     cuda.reset()
     del capsule
     calls = ordering(cuda.log())
     assert [c[0] for c in calls] == ["record", "wait"], calls
     assert calls[0][2] == f"{CONSUMER:#x}"
-    assert calls[1][1:] == (f"{PRODUCER:#x}", calls[0][1])
+    assert calls[1][1:] == ("0x1", calls[0][1])
+
+
+def test_release_never_names_the_producers_stream_handle(cuda):
+    """A producer's stream handle may be destroyed by the time the consumer
+    releases (issue 22, defect 1): the host waits for the consumer's event
+    instead of naming it."""
+    view = view_of(cuda, PRODUCER)
+    capsule = view.__dlpack__(stream=CONSUMER, max_version=(1, 3))
+    cuda.reset()
+    del capsule
+    calls = ordering(cuda.log())
+    assert calls == [("record", "ev1", f"{CONSUMER:#x}"), ("host", "ev1")]
+    assert not any(f"{PRODUCER:#x}" in line for line in cuda.log())
 
 
 def test_release_of_a_cai_view_orders_the_producer(cuda):
     """from_dlpack(view, stream=S): the CAIView's death is the release."""
-    view = view_of(cuda, PRODUCER)
+    view = view_of(cuda, LEGACY)
     back = caibridge.from_dlpack(view, stream=CONSUMER)
     cuda.reset()
     del back
@@ -271,7 +312,7 @@ def test_per_thread_consumer_released_elsewhere_is_left(cuda):
     """A consumer's stream 2 is its own thread's: released on another
     thread, it has no name there and is left unordered (documented);
     released on its own thread, it is ordered."""
-    view = view_of(cuda, PRODUCER)
+    view = view_of(cuda, LEGACY)
     capsule = view.__dlpack__(stream=2)
     cuda.reset()
     holder = [capsule]

@@ -1,0 +1,312 @@
+"""Race tests on data, on the timeline double (issue 22, item 3): every path
+of the Python face hands over bytes that a producer's "kernel" writes on
+stream A once a gate opens, to a consumer that reads them on stream B or on
+the host.  With ordering, the consumer reads what the producer wrote, every
+time; with sync=False (or stream=-1) the same test reads the old bytes,
+which shows that it can fail.
+
+The gates make the outcome certain, not likely: gate_open first lets every
+stream run as far as it can, so an unordered consumer has read before the
+producer writes; a gate that opens on a host wait runs the producer's
+kernel only while the host waits for it.
+"""
+import ctypes
+
+import numpy as np
+import pytest
+
+from test_exchange_streams import ForeignTable, handed_out, release
+from test_stream_order import KDLCPU
+from timeline_double import (DEVICE, MANAGED, PINNED, CAIArray, Forward,
+                             PatchedArray, Timeline, ToDLPack, caibridge)
+
+N = 64
+OLD, NEW = 0, 7
+LEGACY = 1
+
+
+@pytest.fixture(scope="module")
+def double():
+    return Timeline()
+
+
+@pytest.fixture
+def tl(double):
+    double.start()
+    yield double
+    assert double.stop() == "", "the double saw a CUDA rule broken"
+
+
+# ---- device consumers: the consumer's stream waits for the producer ----
+
+# Each hand-over takes (tl, src, A, B, ordered) and returns what must stay
+# alive until the consumer's kernel has run, and the stream the consumer
+# then launches on.
+
+def via_as_dlpack(tl, src, a, b, ordered):
+    view = caibridge.as_dlpack(CAIArray(src, a), sync=ordered)
+    return [view, view.__dlpack__(stream=b, max_version=(1, 3))], b
+
+
+def via_to_dlpack(tl, src, a, b, ordered):
+    return [caibridge.to_dlpack(CAIArray(src, a), stream=b,
+                                sync=ordered)], b
+
+
+def via_add_dlpack(tl, src, a, b, ordered):
+    producer = PatchedArray(src, a)
+    return [producer.__dlpack__(stream=b if ordered else -1)], b
+
+
+def via_caiview(tl, src, a, b, ordered):
+    """A CAIView whose data is ready on A, re-exported to B."""
+    capsule = caibridge.to_dlpack(CAIArray(src, None), max_version=(1, 3))
+    view = caibridge.from_dlpack(capsule, stream=a)
+    assert view.__cuda_array_interface__["stream"] == a
+    return [view, view.__dlpack__(stream=b if ordered else -1)], b
+
+
+def via_from_dlpack(tl, src, a, b, ordered):
+    """A DLPack producer (through the Python protocol) for a CAI consumer,
+    which launches on the stream the CAI dict names."""
+    view = caibridge.as_dlpack(CAIArray(src, a), sync=ordered)
+    back = caibridge.from_dlpack(Forward(view), stream=b)
+    return [view, back], back.__cuda_array_interface__["stream"]
+
+
+def via_from_dlpack_of_a_view(tl, src, a, b, ordered):
+    view = caibridge.as_dlpack(CAIArray(src, a), sync=ordered)
+    back = caibridge.from_dlpack(view, stream=b)
+    return [view, back], back.__cuda_array_interface__["stream"]
+
+
+def via_exchange_export(how):
+    """caibridge's C exchange table, read by a C consumer: the tensor is
+    ready on the work stream the table reports."""
+    def hand_over(tl, src, a, b, ordered):
+        view = caibridge.as_dlpack(CAIArray(src, a), sync=ordered)
+        rc, tensor = handed_out(view, how)
+        assert rc == 0
+        tl._keep.append(tensor)
+        return [view, tensor], LEGACY
+    hand_over.__name__ = f"via_exchange_export_{how}"
+    return hand_over
+
+
+def via_exchange_import(tl, src, a, b, ordered):
+    """A foreign type's C exchange table read by from_dlpack: the CAI dict
+    names the table's work stream (A), which a CAI consumer orders B
+    after."""
+    foreign = ForeignTable(stream=a, data=src.ctypes.data, size=src.size,
+                           dtype="uint8")
+    back = caibridge.from_dlpack(foreign.type())
+    assert back.__cuda_array_interface__["stream"] == a
+    consumer = caibridge.as_dlpack(back, sync=ordered)
+    return [foreign, back, consumer,
+            consumer.__dlpack__(stream=b, max_version=(1, 3))], b
+
+
+DEVICE_PATHS = [via_as_dlpack, via_to_dlpack, via_add_dlpack, via_caiview,
+                via_from_dlpack, via_from_dlpack_of_a_view,
+                via_exchange_export("managed"),
+                via_exchange_export("dltensor"), via_exchange_import]
+
+
+def release_all(keep):
+    for item in keep:
+        if isinstance(item, ctypes._Pointer):
+            release(item)
+    keep.clear()
+
+
+@pytest.mark.parametrize("hand_over", DEVICE_PATHS,
+                         ids=lambda f: f.__name__)
+@pytest.mark.parametrize("ordered", [True, False],
+                         ids=["ordered", "race"])
+def test_device_consumer(tl, hand_over, ordered):
+    src, out = tl.buffer(), tl.buffer()
+    a, b = tl.stream(), tl.stream()
+    gate = tl.gate()
+    tl.fill(a, src, NEW, gate)                      # the producer's kernel
+    keep, consumer = hand_over(tl, src, a, b, ordered)
+    tl.copy(consumer, out, src)                     # the consumer's kernel
+    tl.open(gate)
+    tl.drain()
+    if ordered:
+        assert (out == NEW).all(), "the consumer read before the producer"
+    else:
+        assert (out == OLD).all(), "the race was not seen unordered"
+    release_all(keep)
+
+
+# ---- host consumers: NumPy reads pinned and managed memory ----
+
+def host_as_dlpack(src, a, ordered):
+    return caibridge.as_dlpack(CAIArray(src, a), sync=ordered)
+
+
+def host_to_dlpack(src, a, ordered):
+    return ToDLPack(CAIArray(src, a), sync=ordered)
+
+
+def host_add_dlpack(src, a, ordered):
+    producer = PatchedArray(src, a)
+    return producer if ordered else Forward(producer, stream=-1)
+
+
+def host_caiview(src, a, ordered):
+    capsule = caibridge.to_dlpack(CAIArray(src, None), max_version=(1, 3))
+    view = caibridge.from_dlpack(capsule, stream=a)
+    return view if ordered else Forward(view, stream=-1)
+
+
+HOST_PATHS = [host_as_dlpack, host_to_dlpack, host_add_dlpack, host_caiview]
+
+
+@pytest.mark.parametrize("producer", HOST_PATHS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("kind", [PINNED, MANAGED], ids=["pinned", "managed"])
+@pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "race"])
+def test_numpy_reads_host_accessible_memory(tl, producer, kind, ordered):
+    src = tl.buffer(kind)
+    a = tl.stream()
+    gate = tl.gate(on_host_wait=True)
+    tl.fill(a, src, NEW, gate)
+    seen = np.from_dlpack(producer(src, a, ordered)).copy()
+    if ordered:
+        assert (seen == NEW).all(), "NumPy read before the producer wrote"
+    else:
+        assert (seen == OLD).all(), "the race was not seen unordered"
+        tl.open(gate)
+
+
+def as_cpu(x, **kwargs):
+    """A consumer asking for host memory with dl_device=(kDLCPU, 0): the
+    bytes, as a CAIView of kDLCPU data."""
+    capsule = x.__dlpack__(max_version=(1, 3), dl_device=(KDLCPU, 0),
+                           **kwargs)
+    back = caibridge.from_dlpack(capsule)
+    assert back.__dlpack_device__() == (KDLCPU, 0)
+    return np.asarray(back).copy()
+
+
+@pytest.mark.parametrize("producer", HOST_PATHS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("kind", [PINNED, MANAGED], ids=["pinned", "managed"])
+def test_cpu_device_is_a_host_wait_on_every_path(tl, producer, kind):
+    """dl_device=(kDLCPU, 0) is accepted for pinned and managed memory on
+    every path (issue 22, defect 4), and the host waits for the producer."""
+    src = tl.buffer(kind)
+    a = tl.stream()
+    gate = tl.gate(on_host_wait=True)
+    tl.fill(a, src, NEW, gate)
+    assert (as_cpu(producer(src, a, True)) == NEW).all()
+
+
+def test_cpu_device_race_is_seen_through_to_dlpack(tl):
+    src = tl.buffer(PINNED)
+    a = tl.stream()
+    gate = tl.gate(on_host_wait=True)
+    tl.fill(a, src, NEW, gate)
+    seen = as_cpu(ToDLPack(CAIArray(src, a), sync=False))
+    assert (seen == OLD).all()
+    tl.open(gate)
+
+
+@pytest.mark.parametrize("producer", HOST_PATHS, ids=lambda f: f.__name__)
+def test_cpu_device_takes_device_zero_only(tl, producer):
+    """(kDLCPU, 5) is not where pinned memory is: refused, as a device of
+    another id would be."""
+    src = tl.buffer(PINNED)
+    x = producer(src, tl.stream(), True)
+    with pytest.raises(BufferError, match=r"dl_device = \(1, 5\)"):
+        x.__dlpack__(max_version=(1, 3), dl_device=(KDLCPU, 5))
+
+
+@pytest.mark.parametrize("producer", HOST_PATHS, ids=lambda f: f.__name__)
+def test_device_memory_is_not_given_to_the_cpu(tl, producer):
+    src = tl.buffer(DEVICE)
+    x = producer(src, tl.stream(), True)
+    with pytest.raises(BufferError, match="does not move data"):
+        x.__dlpack__(max_version=(1, 3), dl_device=(KDLCPU, 0))
+
+
+@pytest.mark.parametrize("producer", HOST_PATHS, ids=lambda f: f.__name__)
+def test_managed_memory_without_concurrent_access(tl, producer):
+    """A device without concurrentManagedAccess: the host may not touch
+    managed memory while any kernel runs there, the producer's or not."""
+    tl.c.set_concurrent_managed_access(0)
+    src, other = tl.buffer(MANAGED), tl.buffer()
+    a, c = tl.stream(), tl.stream()
+    gate = tl.gate(on_host_wait=True)
+    tl.fill(a, src, NEW, gate)
+    tl.fill(c, other, NEW, tl.gate(on_host_wait=True))  # another's kernel
+    seen = np.from_dlpack(producer(src, a, True))
+    tl.c.host_read(src.ctypes.data, src.nbytes)
+    assert (seen == NEW).all()
+    assert tl.violations() == ""
+
+
+# ---- the reverse edge: released, the producer's later work waits ----
+
+def released_as_capsule(src, a, b, ordered):
+    view = caibridge.as_dlpack(CAIArray(src, a), sync=ordered)
+    return [view.__dlpack__(stream=b, max_version=(1, 3))]
+
+
+def released_as_caiview(src, a, b, ordered):
+    view = caibridge.as_dlpack(CAIArray(src, a), sync=ordered)
+    return [caibridge.from_dlpack(view, stream=b)]
+
+
+def released_through_the_table(src, a, b, ordered):
+    view = caibridge.as_dlpack(CAIArray(src, a), sync=ordered)
+    rc, tensor = handed_out(view, "managed")
+    assert rc == 0
+    return [tensor]
+
+
+# The table's consumer works on the legacy stream: a producer there is
+# ordered by the stream itself, so only a producer's stream handle can race.
+EDGES = [(hand_over, producer_stream)
+         for hand_over in (released_as_capsule, released_as_caiview,
+                           released_through_the_table)
+         for producer_stream in ("handle", "legacy")
+         if (hand_over, producer_stream) != (released_through_the_table,
+                                             "legacy")]
+
+
+@pytest.mark.parametrize("hand_over, producer_stream", EDGES,
+                         ids=[f"{h.__name__}-{s}" for h, s in EDGES])
+@pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "race"])
+def test_reverse_edge(tl, hand_over, producer_stream, ordered):
+    """The consumer reads src (behind a gate) and releases it; the producer
+    then overwrites src.  With the reverse edge the consumer read the old
+    bytes; without it the producer's write overtook the read.  A producer's
+    stream handle is never named at release (it may be gone): the host
+    waits instead; its default stream waits on the device."""
+    src, out = tl.buffer(value=NEW), tl.buffer()
+    a = tl.stream() if producer_stream == "handle" else LEGACY
+    b = tl.stream()
+    consumer = LEGACY if hand_over is released_through_the_table else b
+    keep = hand_over(src, a, b, ordered)
+    gate = tl.gate(on_host_wait=True)
+    tl.copy(consumer, out, src, gate)               # the consumer's read
+    release_all(keep)
+    tl.fill(a, src, 9)                              # the producer's next
+    tl.open(gate)
+    tl.drain()
+    if ordered:
+        assert (out == NEW).all(), "the producer overwrote before the read"
+    else:
+        assert (out == 9).all(), "the race was not seen without the edge"
+
+
+def test_destroyed_producer_stream_is_never_named(tl):
+    """`with Stream() as s: v = as_dlpack(x)`: s is gone when the consumer
+    releases; the double records any use of a destroyed handle."""
+    src = tl.buffer()
+    a, b = tl.stream(), tl.stream()
+    view = caibridge.as_dlpack(CAIArray(src, a))
+    capsule = view.__dlpack__(stream=b, max_version=(1, 3))
+    tl.c.destroy_stream(a)
+    del capsule, view
+    assert tl.violations() == ""
