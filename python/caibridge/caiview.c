@@ -235,22 +235,17 @@ static PyObject *caiview_get_cai(PyObject *self, void *unused)
  * waits, with the GIL released, for the work queued on the stream the view
  * reports (None: the data is ready; CAIBRIDGE_SYNC=0: no ordering).
  */
+static int caiview_desc(cai_state *st, CAIViewObject *v, cai_desc_t *d);
+
+/* The host-reader rule of every path (a device-wide wait for managed
+ * memory without concurrent access included). */
 static int caiview_host_wait(cai_state *st, CAIViewObject *v)
 {
-    cai_error_t err;
-    Py_ssize_t stream;
-    int rc;
+    cai_desc_t d;
 
-    if (v->stream == Py_None || !st->sync_enabled)
-        return 0;
-    if ((stream = PyLong_AsSsize_t(v->stream)) == -1 && PyErr_Occurred())
+    if (caiview_desc(st, v, &d) != 0)
         return -1;
-    Py_BEGIN_ALLOW_THREADS
-    rc = cai_cuda_stream_synchronize((intptr_t)stream, &err);
-    Py_END_ALLOW_THREADS
-    if (rc != 0)
-        raise_status(st, &err);
-    return rc;
+    return cai_py_host_wait(st, &d, 1);
 }
 
 /* Host-accessible memory: kDLCPU, and pinned or managed CUDA memory, as
