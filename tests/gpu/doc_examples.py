@@ -7,8 +7,9 @@ namespace, so none may lean on a name another block defined.
 - tests/python/test_docs_examples.py runs the CPU examples in `make check`
   (one test each) and checks every example for names it never defines.
 - The GPU-only examples, those importing Numba, PyCUDA or CuPy, run on a
-  GPU through check-gpu.py, which calls ``run_gpu_examples(ok, skip)``;
-  ``python tests/gpu/doc_examples.py`` runs them alone, in TAP.
+  GPU through check-gpu.py (gpu_cases.py makes each one a case of its own,
+  in its own child process); ``python tests/gpu/doc_examples.py`` runs them
+  alone, in TAP, through ``run_gpu_examples(ok, skip)``.
 
 Standard library only: the pytest test and the GPU script both import it.
 """

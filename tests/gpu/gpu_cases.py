@@ -16,6 +16,7 @@ import ctypes
 import gc
 import importlib
 import subprocess
+import re
 import sys
 import threading
 
@@ -1104,3 +1105,25 @@ def stream_object(libs, device):
     view = caibridge.from_dlpack(t, stream=s)
     cai = view.__cuda_array_interface__
     return cai["stream"] == s.cuda_stream, f"{cai}"
+
+
+# ---- the docs' GPU-only examples (Numba, PyCUDA, CuPy), one case each ----
+
+def _doc_example_case(example):
+    def run_example(libs, device):
+        missing = example.missing()
+        if missing:
+            raise Skip("not installed: " + ", ".join(missing))
+        example.run()
+        return True, None
+    run_example.__name__ = "docs_" + re.sub(r"\W", "_", example.name)
+    return run_example
+
+
+def _register_doc_examples():
+    import doc_examples
+    for example in doc_examples.gpu_examples():
+        case(f"docs example {example.name} runs")(_doc_example_case(example))
+
+
+_register_doc_examples()
