@@ -100,5 +100,12 @@ if [ "${CAIBRIDGE_CUDA:-}" != 0 ] &&
     echo "not ok - caibridge installed without CUDA support"
     exit 1
 fi
+# The diagnostic runs, and exits 0, with or without a GPU.
+if ! "$py" -m caibridge >"$work/show-config.txt" 2>&1; then
+    echo "not ok - python -m caibridge failed"
+    sed 's/^/# /' "$work/show-config.txt"
+    exit 1
+fi
+sed -n 's/^/# python -m caibridge: /;1,3p' "$work/show-config.txt"
 PYTHONDONTWRITEBYTECODE=1 "$py" "$top/tests/python/tapreport.py" \
     -p no:cacheprovider --rootdir="$top/tests/python" "$top/tests/python"
