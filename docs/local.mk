@@ -8,6 +8,7 @@ CAI_DOCS_SOURCES = \
 	docs/_ext/cheader.py \
 	docs/_ext/plaintext.py \
 	docs/_ext/pystubs.py \
+	docs/check_html.py \
 	docs/index.rst \
 	docs/install.rst \
 	docs/guide/python.rst \
@@ -23,7 +24,9 @@ CAI_DOCS_SOURCES = \
 EXTRA_DIST += $(CAI_DOCS_SOURCES) docs/requirements.txt \
 	tests/gpu/doc_examples.py
 
-SPHINXOPTS = -W --keep-going -n -q
+# -E: the extensions in docs/_ext change the output, which Sphinx does not
+# track; a fresh read takes seconds.
+SPHINXOPTS = -E -W --keep-going -n -q
 
 if HAVE_PYTHON
 docs: python/stage/caibridge/.stamp
@@ -34,6 +37,7 @@ docs: python/stage/caibridge/.stamp
 	PYTHONPATH='$(abs_builddir)/python/stage'$${PYTHONPATH:+:$$PYTHONPATH} \
 	  PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m sphinx $(SPHINXOPTS) \
 	  -d docs/.doctrees -b html $(srcdir)/docs docs/html
+	$(PYTHON) $(srcdir)/docs/check_html.py docs/html
 	@echo "docs: docs/html/index.html"
 else
 docs:

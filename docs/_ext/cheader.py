@@ -98,22 +98,8 @@ class Header:
                     pending = text
                 continue
             if stripped.startswith("#define "):
-                name = stripped.split()[1]
-                if "(" in name or _HIDDEN_MACROS.match(name) or \
-                        not re.match(r"^CAI", name):
-                    i += 1
-                    continue
-                if pending:
-                    out += [""] + self._text(pending, "")
-                    pending = ""
-                decl, why = _split_trailing(stripped)
-                value = decl.split(None, 2)[2] if len(decl.split()) > 2 else ""
-                out += ["", ".. c:macro:: " + name, ""]
-                if why:
-                    out += self._text(why)
-                if value:
-                    out += ["", "   Value: ``%s``" % value]
-                i += 1
+                i = self._macros(i, pending, out)
+                pending = ""
                 continue
             if stripped.startswith(("typedef enum", "typedef struct", "enum {")) \
                     and stripped.endswith("{"):
@@ -152,6 +138,39 @@ class Header:
                 pending = ""
             i += 1
         return out
+
+    def _macros(self, i, comment, out):
+        """The documented macros of consecutive #define lines from
+        lines[i], as one entry: the comment above them is the entry's own
+        text, not a loose paragraph before it.  Returns the index after."""
+        group = []
+        lines = self.lines
+        while i < len(lines) and lines[i].strip().startswith("#define "):
+            stripped = lines[i].strip()
+            i += 1
+            name = stripped.split()[1]
+            if "(" in name or _HIDDEN_MACROS.match(name) or \
+                    not re.match(r"^CAI", name):
+                continue
+            decl, why = _split_trailing(stripped)
+            value = decl.split(None, 2)[2] if len(decl.split()) > 2 else ""
+            group.append((name, value, why))
+        if not group:
+            return i
+        out += ["", ".. c:macro:: " + group[0][0]]
+        out += ["             " + name for name, _, _ in group[1:]]
+        out += [""]
+        if comment:
+            out += self._text(comment) + [""]
+        for name, value, why in group:
+            text = "``%s``" % name if len(group) > 1 else "Value:"
+            if value:
+                text += (" = ``%s``" if len(group) > 1 else " ``%s``") % value
+            out += ["   " + ("- " if len(group) > 1 else "") + text]
+            if why:
+                out[-1] += ": " + " ".join(
+                    l.strip() for l in plaintext.to_rest(why))
+        return i
 
     def _aggregate(self, i, comment, out):
         """An enum or struct from lines[i] (its opening line) to its

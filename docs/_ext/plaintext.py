@@ -24,15 +24,25 @@ def _inline(line, link=None):
     out = []
     pos = 0
     for m in _CODE.finditer(line):
-        out.append(_escape(line[pos:m.start()]))
         word = m.group(1)
-        role = link(word) if link else None
+        start, end = m.start(), m.end()
+        # A quoted code word keeps its quotes inside the literal: quotes
+        # outside it would be paired by smart quotes the wrong way round.
+        quoted = (start > 0 and end < len(line) and line[start - 1] in "'\""
+                  and line[end] == line[start - 1] and start - 1 >= pos)
+        if quoted:
+            out.append(_escape(line[pos:start - 1]))
+            start, end = start - 1, end + 1
+            word = line[start:end]
+        else:
+            out.append(_escape(line[pos:start]))
+        role = None if quoted or not link else link(word)
         # An escaped space lets markup touch a non-space neighbour.
-        before = m.start() > 0 and not line[m.start() - 1].isspace()
-        after = m.end() < len(line) and not line[m.end()].isspace()
+        before = start > 0 and not line[start - 1].isspace()
+        after = end < len(line) and not line[end].isspace()
         out.append("\\ " * before + (role or "``%s``" % word)
                    + "\\ " * after)
-        pos = m.end()
+        pos = end
     out.append(_escape(line[pos:]))
     return "".join(out)
 

@@ -72,12 +72,18 @@ class Stubs:
 
 
 def _is_c_object(obj):
-    return (inspect.isbuiltin(obj) or inspect.ismethoddescriptor(obj)
-            or inspect.isgetsetdescriptor(obj)
-            or (inspect.isclass(obj) and obj.__module__ == "caibridge"
-                and not issubclass(obj, int)
-                and type(obj).__module__ == "builtins"
-                and "__dict__" not in vars(obj)))
+    """True for what the C extension defines, whose docstrings are plain
+    text; a Python class (DLPackProducer, even with __slots__ = ()) is
+    written in reST and left alone: its own dict holds Python functions."""
+    if inspect.isbuiltin(obj) or inspect.ismethoddescriptor(obj) or \
+            inspect.isgetsetdescriptor(obj):
+        return True
+    return (inspect.isclass(obj) and obj.__module__ == "caibridge"
+            and not issubclass(obj, int)
+            and type(obj).__module__ == "builtins"
+            and "__dict__" not in vars(obj)
+            and not any(inspect.isfunction(v) or isinstance(v, property)
+                        for v in vars(obj).values()))
 
 
 def process_signature(app, what, name, obj, options, signature, ret):

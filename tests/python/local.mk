@@ -71,3 +71,4 @@ clean-python-tests:
 # Every Python example of docs/ and README.md runs (tests/gpu/doc_examples.py
 # finds them; the GPU-only ones run in make check-gpu).
 CAI_PYTHON_TESTS += tests/python/test_docs_examples.py
+CAI_PYTHON_TESTS += tests/python/test_docs_html.py
