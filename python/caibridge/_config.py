@@ -1,10 +1,19 @@
-"""caibridge.show_config() and python -m caibridge: the version, the build,
-the CUDA runtime and driver found, each device, and a self-test.  The
-devices are asked through ctypes of the runtime caibridge itself loaded
-(the same file, so the same instance) and of the driver."""
+"""caibridge.show_config() and python -m caibridge: the platform, where
+caibridge was imported from, the build, the libraries beside it, the
+environment, the CUDA runtime and driver found, each device, and a
+self-test.  The devices are asked through ctypes of the runtime caibridge
+itself loaded (the same file, so the same instance) and of the driver.
+
+Every step is guarded: a failing or missing CUDA entry point, or an
+exception of any kind, becomes a line of the report and makes the exit
+status 1, never a traceback.
+"""
+import argparse
 import array
 import ctypes
 import importlib
+import json
+import os
 import platform
 import sys
 import sysconfig
@@ -13,6 +22,15 @@ import caibridge
 
 # By name: the stubs describe the package, not its extension module.
 _core = importlib.import_module("caibridge._core")
+
+# Exit status of python -m caibridge and show_config().
+EXIT_OK = 0        # every step ran; a missing GPU or runtime is not a failure
+EXIT_FAILED = 1    # a self-test or a CUDA query failed: see the FAILED lines
+EXIT_USAGE = 2     # the command line was wrong (argparse's own status)
+
+# More devices than any machine has: a runtime reporting more is broken,
+# and asking each one would take minutes.
+MAX_DEVICES = 64
 
 # cudaDeviceAttr values (stable across CUDA 11 to 13).
 _ATTRIBUTES = [
@@ -23,9 +41,91 @@ _ATTRIBUTES = [
     ("pageable memory access", 88),
 ]
 
+# Names of the errors users meet, for a runtime without cudaGetErrorName.
+_ERROR_NAMES = {
+    0: "cudaSuccess",
+    1: "cudaErrorInvalidValue",
+    2: "cudaErrorMemoryAllocation",
+    3: "cudaErrorInitializationError",
+    4: "cudaErrorCudartUnloading",
+    34: "cudaErrorStubLibrary",
+    35: "cudaErrorInsufficientDriver",
+    36: "cudaErrorCallRequiresNewerDriver",
+    46: "cudaErrorDevicesUnavailable",
+    100: "cudaErrorNoDevice",
+    101: "cudaErrorInvalidDevice",
+    209: "cudaErrorNoKernelImageForDevice",
+    222: "cudaErrorUnsupportedPtxVersion",
+    304: "cudaErrorOperatingSystem",
+    400: "cudaErrorInvalidResourceHandle",
+    600: "cudaErrorNotReady",
+    700: "cudaErrorIllegalAddress",
+    719: "cudaErrorLaunchFailure",
+    800: "cudaErrorNotPermitted",
+    801: "cudaErrorNotSupported",
+    803: "cudaErrorSystemDriverMismatch",
+    804: "cudaErrorCompatNotSupportedOnDevice",
+    999: "cudaErrorUnknown",
+}
+
+# Libraries reported when installed, by distribution name; read from their
+# metadata, so none is imported.
+_PACKAGES = [
+    ("NumPy", ("numpy",)),
+    ("torch", ("torch",)),
+    ("CuPy", ("cupy", "cupy-cuda13x", "cupy-cuda12x", "cupy-cuda11x")),
+    ("Numba", ("numba",)),
+    ("numba-cuda", ("numba-cuda",)),
+    ("JAX", ("jax",)),
+    ("jaxlib", ("jaxlib",)),
+    ("cuda-core", ("cuda-core",)),
+    ("cuda-python", ("cuda-python", "cuda-bindings")),
+    ("nvidia-cuda-runtime", ("nvidia-cuda-runtime",
+                             "nvidia-cuda-runtime-cu12",
+                             "nvidia-cuda-runtime-cu11")),
+]
+
+# Variables that change what caibridge finds, besides CAIBRIDGE_*.
+_ENVIRONMENT = ("CONDA_PREFIX", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES",
+                "CUDA_HOME")
+
 
 def _version(v):
     return "%d.%d" % (v // 1000, v % 1000 // 10) if v else "none"
+
+
+def error_name(code, rt=None):
+    """A CUDA runtime error's name: cudaGetErrorName of the runtime when it
+    has one, else a table of the common ones."""
+    if rt is not None:
+        try:
+            get = rt.cudaGetErrorName
+            if isinstance(get, ctypes._CFuncPtr):
+                get.restype = ctypes.c_char_p
+                get.argtypes = [ctypes.c_int]
+            name = get(code)
+            if name and not name.startswith(b"unrecognized"):
+                return name.decode(errors="replace")
+        except Exception:
+            pass
+    return _ERROR_NAMES.get(code, "error")
+
+
+def _call(rt, name, *args):
+    """rt.name(*args) -> (status, None), or (None, why) when the runtime
+    lacks the entry point or the call raises."""
+    try:
+        function = getattr(rt, name)
+    except AttributeError:
+        return None, "the runtime has no %s" % name
+    try:
+        return int(function(*args)), None
+    except Exception as e:
+        return None, "%s raised %s: %s" % (name, type(e).__name__, e)
+
+
+def _failure(name, rc, rt):
+    return "%s returned %d (%s)" % (name, rc, error_name(rc, rt))
 
 
 class _Array:
@@ -60,29 +160,42 @@ def _host_round_trip():
 def _device_round_trip(rt, device):
     n = 4
     host = (ctypes.c_float * n)(1.5, -2.0, 3.25, 4.0)
+    size = ctypes.sizeof(host)
     pointer = ctypes.c_void_p()
-    if rt.cudaSetDevice(device) != 0:
-        return "FAILED (cudaSetDevice)"
-    if rt.cudaMalloc(ctypes.byref(pointer), ctypes.sizeof(host)) != 0:
-        return "FAILED (cudaMalloc)"
+    rc, why = _call(rt, "cudaSetDevice", device)
+    if rc != 0:
+        return "FAILED (%s)" % (why or _failure("cudaSetDevice", rc, rt))
+    rc, why = _call(rt, "cudaMalloc", ctypes.byref(pointer), size)
+    if rc != 0:
+        return "FAILED (%s)" % (why or _failure("cudaMalloc", rc, rt))
+    if not pointer.value:
+        return "FAILED (cudaMalloc returned success and a NULL pointer)"
     try:
-        rt.cudaMemcpy(pointer, host, ctypes.sizeof(host), 1)  # to device
-        back = caibridge.from_dlpack(caibridge.as_dlpack(
-            _Array(pointer.value, n, True)))
-        iface = back.__cuda_array_interface__
+        rc, why = _call(rt, "cudaMemcpy", pointer, host, size, 1)  # to device
+        if rc != 0:
+            return "FAILED (%s)" % (why or _failure("cudaMemcpy", rc, rt))
+        try:
+            back = caibridge.from_dlpack(caibridge.as_dlpack(
+                _Array(pointer.value, n, True)))
+            iface = back.__cuda_array_interface__
+            device_type = back.__dlpack_device__()
+        except caibridge.CUDAError as e:
+            return "FAILED (CUDAError: %s)" % e
         if iface["data"][0] != pointer.value:
             return "FAILED (pointer changed)"
-        if caibridge.DeviceType(back.__dlpack_device__()[0]) != \
-                caibridge.kDLCUDA:
-            return "FAILED (device type %r)" % (back.__dlpack_device__(),)
+        if device_type != (caibridge.kDLCUDA, device):
+            return "FAILED (device %r, not (kDLCUDA, %d))" % (device_type,
+                                                              device)
         out = (ctypes.c_float * n)()
-        rt.cudaMemcpy(out, ctypes.c_void_p(iface["data"][0]),
-                      ctypes.sizeof(out), 2)  # to host
+        rc, why = _call(rt, "cudaMemcpy", out,
+                        ctypes.c_void_p(iface["data"][0]), size, 2)  # to host
+        if rc != 0:
+            return "FAILED (%s)" % (why or _failure("cudaMemcpy", rc, rt))
         if list(out) != list(host):
             return "FAILED (values differ: %r)" % list(out)
         return "ok (zero-copy, %d float32 values)" % n
     finally:
-        rt.cudaFree(pointer)
+        _call(rt, "cudaFree", pointer)
 
 
 def _device_name(device):
@@ -91,86 +204,322 @@ def _device_name(device):
         name = ctypes.create_string_buffer(256)
         if drv.cuInit(0) == 0 and drv.cuDeviceGetName(name, 256, device) == 0:
             return name.value.decode(errors="replace")
-    except OSError:
+    except (OSError, AttributeError):
         pass
     return "(name unknown: no libcuda.so.1)"
 
 
-def show_config(file=None):
-    """Prints the report; returns 0, or 1 when a self-test failed."""
-    out = file if file is not None else sys.stdout
+def _platform():
+    libc, libc_version = platform.libc_ver()
+    return {
+        "os": "%s %s" % (platform.system(), platform.release()),
+        "architecture": platform.machine(),
+        "libc": ("%s %s" % (libc, libc_version)).strip() or "unknown",
+        "python": "%s %s" % (platform.python_implementation(),
+                             platform.python_version()),
+        "executable": sys.executable,
+    }
 
-    def say(text=""):
-        print(text, file=out)
 
-    failed = False
-    build = _core._build_info()
-    gil_disabled = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
-    say("caibridge %s" % caibridge.__version__)
-    say("  Python:          %s %s (%s)" % (
-        platform.python_implementation(), platform.python_version(),
-        sys.executable))
-    say("build:")
-    say("  CUDA support:    %s" % ("yes" if caibridge.cuda_built() else
-                                   "NO (built with CAIBRIDGE_CUDA=0)"))
-    say("  CUDA headers:    %s" % _version(build["cuda_headers"]))
-    say("  DLPack ABI:      %d.%d" % build["dlpack_abi"])
-    say("  free-threaded:   %s" % (
-        "yes (GIL %s)" % ("enabled" if sys._is_gil_enabled() else
-                          "disabled") if gil_disabled else "no"))
-    say("  ordering:        %s" % ("on" if caibridge.SYNC_ENABLED else
-                                   "off (CAIBRIDGE_SYNC)"))
+def _packages():
+    """{name: version} of the libraries installed beside caibridge."""
+    from importlib import metadata
 
-    rt = None
-    devices = 0
+    found = {}
+    for label, distributions in _PACKAGES:
+        for dist in distributions:
+            try:
+                found[label] = metadata.version(dist)
+                break
+            except metadata.PackageNotFoundError:
+                continue
+            except Exception as e:  # a broken metadata folder
+                found[label] = "unreadable (%s)" % e
+                break
+    return found
+
+
+def _environment():
+    env = {k: v for k, v in sorted(os.environ.items())
+           if k.startswith("CAIBRIDGE_")}
+    for name in _ENVIRONMENT:
+        if name in os.environ:
+            env[name] = os.environ[name]
+    return env
+
+
+def _open_runtime(path):
+    return ctypes.CDLL(path)
+
+
+class _Report:
+    """The report as data (for --json) and as lines (for people)."""
+
+    def __init__(self):
+        self.data = {}
+        self.lines = []
+        self.failed = False
+
+    def say(self, text=""):
+        self.lines.append(text)
+
+    def fail(self, key, text):
+        self.failed = True
+        self.data.setdefault("failures", []).append("%s: %s" % (key, text))
+
+
+def _runtime_section(report):
+    """The runtime, driver and devices; returns (rt, device count)."""
+    say = report.say
     say("CUDA runtime:")
+    runtime = report.data["runtime"] = {}
     try:
         info = caibridge.cuda_runtime_info()
     except caibridge.CUDAError as e:
+        runtime["none"] = str(e)
         say("  none: %s" % e)
-    else:
-        say("  path:            %s" % info["path"])
-        say("  version:         %s" % _version(info["version"]))
-        say("  found:           %s" % info["how"])
-        try:
-            rt = ctypes.CDLL(info["path"])
-        except OSError as e:
-            say("  cannot open it again for the device queries: %s" % e)
-    if rt is not None:
-        version = ctypes.c_int(0)
-        rc = rt.cudaDriverGetVersion(ctypes.byref(version))
-        say("CUDA driver:       %s" % (
-            _version(version.value) if rc == 0 and version.value else
-            "none (no NVIDIA driver here)"))
-        count = ctypes.c_int(0)
-        rc = rt.cudaGetDeviceCount(ctypes.byref(count))
-        devices = count.value if rc == 0 else 0
-        if rc != 0:
-            say("devices:           none (cudaGetDeviceCount: error %d)" % rc)
-        for device in range(devices):
-            values = {}
-            for name, attribute in _ATTRIBUTES:
-                v = ctypes.c_int(-1)
-                rt.cudaDeviceGetAttribute(ctypes.byref(v), attribute, device)
-                values[name] = v.value
-            say("device %d: %s" % (device, _device_name(device)))
-            say("  compute capability:      %d.%d" % (
-                values["compute capability major"],
-                values["compute capability minor"]))
-            for name, _ in _ATTRIBUTES[2:]:
-                say("  %-24s %s" % (name + ":", "yes" if values[name] == 1
-                                    else "no"))
-    else:
         say("CUDA driver:       unknown (no runtime)")
+        return None, 0
+    except Exception as e:
+        report.fail("runtime", "%s: %s" % (type(e).__name__, e))
+        say("  FAILED (cuda_runtime_info raised %s: %s)" % (type(e).__name__,
+                                                            e))
+        return None, 0
+    runtime.update({k: v for k, v in info.items()})
+    say("  path:            %s" % info.get("path"))
+    say("  version:         %s" % _version(info.get("version") or 0))
+    say("  found:           %s" % info.get("how"))
+    # Lists the runtime search adds (missing driver entry points, runtimes
+    # refused and why), whatever their names.
+    for key, value in info.items():
+        if key in ("path", "version", "how"):
+            continue
+        label = key.replace("_", " ")
+        if isinstance(value, (list, tuple)):
+            say("  %s:%s" % (label, "" if value else " none"))
+            for item in value:
+                say("    %s" % (" ".join(map(str, item))
+                                if isinstance(item, (list, tuple)) else item))
+        elif isinstance(value, dict):
+            say("  %s:" % label)
+            for k, v in value.items():
+                say("    %s: %s" % (k, v))
+        else:
+            say("  %-17s%s" % (label + ":", value))
+    try:
+        rt = _open_runtime(info["path"])
+    except Exception as e:
+        report.fail("runtime", "cannot open %s again: %s" % (info.get("path"),
+                                                            e))
+        say("  FAILED: cannot open it again for the device queries: %s" % e)
+        return None, 0
+
+    version = ctypes.c_int(0)
+    rc, why = _call(rt, "cudaDriverGetVersion", ctypes.byref(version))
+    if why:
+        report.fail("driver", why)
+        say("CUDA driver:       FAILED (%s)" % why)
+    elif rc != 0:
+        report.data["driver"] = {"error": rc, "name": error_name(rc, rt)}
+        say("CUDA driver:       none (%s)" % _failure("cudaDriverGetVersion",
+                                                     rc, rt))
+    elif not version.value:
+        report.data["driver"] = {"version": None}
+        say("CUDA driver:       none (no NVIDIA driver here)")
+    else:
+        report.data["driver"] = {"version": _version(version.value)}
+        say("CUDA driver:       %s" % _version(version.value))
+
+    count = ctypes.c_int(0)
+    rc, why = _call(rt, "cudaGetDeviceCount", ctypes.byref(count))
+    devices = report.data["devices"] = []
+    if why:
+        report.fail("devices", why)
+        say("devices:           FAILED (%s)" % why)
+        return rt, 0
+    if rc != 0:
+        report.data["device_count_error"] = {"error": rc,
+                                             "name": error_name(rc, rt)}
+        say("devices:           none (%s)" % _failure("cudaGetDeviceCount",
+                                                     rc, rt))
+        return rt, 0
+    n = count.value
+    if n < 0 or n > MAX_DEVICES:
+        report.fail("devices", "cudaGetDeviceCount reported %d devices" % n)
+        say("devices:           FAILED (cudaGetDeviceCount reported %d; "
+            "at most %d are believed, none is asked)" % (n, MAX_DEVICES))
+        return rt, 0
+    if n == 0:
+        say("devices:           none (cudaGetDeviceCount: 0)")
+    for device in range(n):
+        values = {}
+        entry = {"index": device, "name": _device_name(device)}
+        for name, attribute in _ATTRIBUTES:
+            v = ctypes.c_int(-1)
+            rc, why = _call(rt, "cudaDeviceGetAttribute", ctypes.byref(v),
+                            attribute, device)
+            values[name] = v.value if rc == 0 else None
+            if why or rc != 0:
+                entry.setdefault("errors", []).append(
+                    why or _failure("cudaDeviceGetAttribute(%d)" % attribute,
+                                    rc, rt))
+        entry.update(values)
+        devices.append(entry)
+        say("device %d: %s" % (device, entry["name"]))
+        major, minor = (values["compute capability major"],
+                        values["compute capability minor"])
+        say("  compute capability:      %s" % (
+            "%d.%d" % (major, minor) if major is not None and minor is not None
+            else "unknown"))
+        for name, _ in _ATTRIBUTES[2:]:
+            say("  %-24s %s" % (name + ":", {1: "yes", 0: "no"}.get(
+                values[name], "unknown")))
+        for why in entry.get("errors", ()):
+            report.fail("device %d" % device, why)
+            say("  FAILED: %s" % why)
+    return rt, n
+
+
+def collect():
+    """Builds the report: (data, lines, exit status)."""
+    report = _Report()
+    say = report.say
+    say("caibridge %s" % caibridge.__version__)
+    report.data["version"] = caibridge.__version__
+
+    plat = report.data["platform"] = _platform()
+    say("  Python:          %s (%s)" % (plat["python"], plat["executable"]))
+    say("  OS:              %s, %s, %s" % (plat["os"], plat["architecture"],
+                                          plat["libc"]))
+    where = report.data["imported_from"] = {
+        "package": os.path.dirname(os.path.abspath(caibridge.__file__)),
+        "extension": getattr(_core, "__file__", None),
+    }
+    say("  imported from:   %s" % where["package"])
+    say("  extension:       %s" % where["extension"])
+
+    say("build:")
+    try:
+        build = _core._build_info()
+        gil_disabled = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+        gil = (("enabled" if sys._is_gil_enabled() else "disabled")
+               if gil_disabled else None)
+        report.data["build"] = {
+            "cuda_support": caibridge.cuda_built(),
+            "cuda_headers": _version(build["cuda_headers"]),
+            "dlpack_abi": "%d.%d" % tuple(build["dlpack_abi"]),
+            "free_threaded": gil_disabled,
+            "gil": gil,
+            "ordering": bool(caibridge.SYNC_ENABLED),
+        }
+        say("  CUDA support:    %s" % ("yes" if caibridge.cuda_built() else
+                                       "NO (built with CAIBRIDGE_CUDA=0)"))
+        say("  CUDA headers:    %s" % _version(build["cuda_headers"]))
+        say("  DLPack ABI:      %d.%d" % tuple(build["dlpack_abi"]))
+        say("  free-threaded:   %s" % ("yes (GIL %s)" % gil if gil_disabled
+                                       else "no"))
+        say("  ordering:        %s" % ("on" if caibridge.SYNC_ENABLED else
+                                       "off (CAIBRIDGE_SYNC)"))
+    except Exception as e:
+        report.fail("build", "%s: %s" % (type(e).__name__, e))
+        say("  FAILED (%s: %s)" % (type(e).__name__, e))
+
+    packages = report.data["packages"] = _packages()
+    say("libraries:")
+    if not packages:
+        say("  none of NumPy, torch, CuPy, Numba, JAX, cuda-core")
+    for label, version in packages.items():
+        say("  %-21s%s" % (label + ":", version))
+
+    env = report.data["environment"] = _environment()
+    say("environment:")
+    if not env:
+        say("  no CAIBRIDGE_* variable, nor %s" % ", ".join(_ENVIRONMENT))
+    for name, value in env.items():
+        say("  %s=%s" % (name, value))
+
+    try:
+        rt, devices = _runtime_section(report)
+    except Exception as e:  # a step this code did not foresee
+        report.fail("runtime", "%s: %s" % (type(e).__name__, e))
+        say("  FAILED (%s: %s)" % (type(e).__name__, e))
+        rt, devices = None, 0
+
     say("self-test:")
-    result = _host_round_trip()
-    failed |= result.startswith("FAILED")
-    say("  host round trip:   %s" % result)
+    tests = report.data["self_test"] = {}
+    say("  host round trip (no CUDA call):")
+    try:
+        result = _host_round_trip()
+    except Exception as e:
+        result = "FAILED (%s: %s)" % (type(e).__name__, e)
+    tests["host"] = result
+    say("    %s" % result)
+    if result.startswith("FAILED"):
+        report.fail("host round trip", result)
     if devices:
         for device in range(devices):
-            result = _device_round_trip(rt, device)
-            failed |= result.startswith("FAILED")
-            say("  device %d round trip: %s" % (device, result))
+            say("  device %d round trip (cudaSetDevice(%d), cudaMalloc of 16 "
+                "bytes, cudaMemcpy both ways, cudaFree):" % (device, device))
+            try:
+                result = _device_round_trip(rt, device)
+            except Exception as e:
+                result = "FAILED (%s: %s)" % (type(e).__name__, e)
+            tests["device %d" % device] = result
+            say("    %s" % result)
+            if result.startswith("FAILED"):
+                report.fail("device %d round trip" % device, result)
     else:
+        tests["device"] = "skipped: no GPU here"
         say("  device round trip: skipped: no GPU here")
-    return 1 if failed else 0
+    status = EXIT_FAILED if report.failed else EXIT_OK
+    report.data["exit_status"] = status
+    if report.failed:
+        say("FAILED: %s" % "; ".join(report.data["failures"]))
+    return report.data, report.lines, status
+
+
+def show_config(file=None, as_json=False):
+    """Prints the report (JSON when as_json); returns the exit status."""
+    out = file if file is not None else sys.stdout
+    data, lines, status = collect()
+    if as_json:
+        json.dump(data, out, indent=2, default=str)
+        out.write("\n")
+    else:
+        for line in lines:
+            print(line, file=out)
+    return status
+
+
+_EPILOG = """\
+exit status:
+  0  every step ran (no GPU or no CUDA runtime is not a failure)
+  1  a self-test or a CUDA query failed: the report's FAILED lines say which
+  2  the command line was wrong
+
+What it touches: the host round trip makes no CUDA call.  The CUDA part
+loads the runtime (as the first CUDA hand-over would), asks its version,
+the driver's and the device count, and per device its attributes
+(cudaDeviceGetAttribute) and name (the driver's cuDeviceGetName).  The
+device self-test calls, per device, cudaSetDevice (which makes the
+device's primary context current), cudaMalloc of 16 bytes, cudaMemcpy both
+ways and cudaFree.  For a bug report: python -m caibridge --json
+"""
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python -m caibridge",
+        description="Says what caibridge was built with and what it finds "
+                    "here (platform, libraries, environment, CUDA runtime, "
+                    "driver and devices), then runs a self-test.",
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", action="store_true",
+                        help="print the report as JSON (for bug reports)")
+    args = parser.parse_args(argv)
+    try:
+        return show_config(as_json=args.json)
+    except BrokenPipeError:
+        # A reader that stopped early (| head): not a failure to report.
+        sys.stderr.close()
+        return EXIT_OK
