@@ -67,6 +67,15 @@ PyObject *caiview_new(cai_state *st, void *tensor, int versioned,
                      (int)d.device.device_type);
         return NULL;
     }
+    /* As a device argument is read (args.c): a negative id names no
+     * device, whoever produced the tensor. */
+    if (d.device.device_id < 0) {
+        delete_tensor(tensor, versioned);
+        PyErr_Format(PyExc_ValueError,
+                     "device: device_id = %d is out of range",
+                     (int)d.device.device_id);
+        return NULL;
+    }
     v = PyObject_GC_New(CAIViewObject, st->CAIView_Type);
     if (v == NULL) {
         delete_tensor(tensor, versioned);

@@ -72,3 +72,4 @@ clean-python-tests:
 # finds them; the GPU-only ones run in make check-gpu).
 CAI_PYTHON_TESTS += tests/python/test_docs_examples.py
 CAI_PYTHON_TESTS += tests/python/test_docs_html.py
+CAI_PYTHON_TESTS += tests/python/test_device_id.py
