@@ -75,3 +75,18 @@ check-mutants:
 	$$py $(srcdir)/tests/mutants/run-mutants.py \
 	  --list $(srcdir)/tests/mutants/list $(MUTANTS)
 .PHONY: check-mutants
+
+# The C example of docs/guide/c.rst, taken from the page (its first
+# `.. code-block:: c`), compiled against the library and run, so the page
+# cannot drift from the header.
+check_PROGRAMS += tests/guide-c-example
+nodist_tests_guide_c_example_SOURCES = tests/guide-c-example.c
+tests/guide-c-example.c: $(top_srcdir)/docs/guide/c.rst
+	$(AWK) 'inblock && /^[^ \t]/ { exit } \
+	  inblock { sub(/^   /, ""); print } \
+	  /^\.\. code-block:: c[ \t]*$$/ { inblock = 1 }' \
+	  $(top_srcdir)/docs/guide/c.rst > $@.tmp && \
+	  grep 'int main' $@.tmp >/dev/null && mv $@.tmp $@
+CLEANFILES += tests/guide-c-example.c
+TESTS += tests/guide-c-t.sh
+EXTRA_DIST += tests/guide-c-t.sh
