@@ -287,9 +287,12 @@ static int check_chosen(const char *chosen, const char *what)
     }
     if ((st.st_uid != 0 && st.st_uid != geteuid()) ||
         (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-        set_problem("%s is not used: %s may be written by others (owner "
-                    "uid %ld, mode %04o); only its owner, this user or "
-                    "root, may write a library caibridge loads", what, real,
+        set_problem("%s is not used: %s %s (owner uid %ld, mode %04o); "
+                    "only its owner, this user or root, may write a library "
+                    "caibridge loads", what, real,
+                    st.st_uid != 0 && st.st_uid != geteuid()
+                        ? "belongs to another user"
+                        : "may be written by others",
                     (long)st.st_uid, (unsigned)(st.st_mode & 07777));
         return -1;
     }
@@ -306,10 +309,14 @@ static int check_chosen(const char *chosen, const char *what)
     if ((st.st_uid != 0 && st.st_uid != geteuid()) ||
         ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 &&
          (st.st_mode & S_ISVTX) == 0)) {
-        set_problem("%s is not used: its folder %s may be written by "
-                    "others (owner uid %ld, mode %04o), who could replace "
-                    "the library", what, real, (long)st.st_uid,
-                    (unsigned)(st.st_mode & 07777));
+        set_problem("%s is not used: its folder %s %s (owner uid %ld, "
+                    "mode %04o), who could replace the library; it must "
+                    "be yours or root's, and others may not write it "
+                    "unless it is sticky", what, real,
+                    st.st_uid != 0 && st.st_uid != geteuid()
+                        ? "belongs to another user"
+                        : "may be written by others",
+                    (long)st.st_uid, (unsigned)(st.st_mode & 07777));
         return -1;
     }
     return 0;
