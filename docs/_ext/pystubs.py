@@ -26,11 +26,13 @@ class Stubs:
             tree = ast.parse(f.read(), path)
         self.package = package
         self.signatures = {}
+        self.fields = {}
         self.exported = []
         classes = {}
         for node in tree.body:
             if isinstance(node, ast.FunctionDef):
                 self.signatures[node.name] = self._signature(node)
+                self._note_fields(node.name, node)
             elif isinstance(node, ast.ClassDef):
                 classes[node.name] = node
             elif isinstance(node, ast.Assign) and any(
@@ -43,6 +45,13 @@ class Stubs:
                     if isinstance(item, ast.FunctionDef):
                         key = "%s.%s" % (name, item.name)
                         self.signatures.setdefault(key, self._signature(item))
+                        if key not in self.fields:
+                            self._note_fields(key, item)
+
+    def _note_fields(self, key, node):
+        doc = ast.get_docstring(node)
+        if doc:
+            self.fields[key] = doc.splitlines()
 
     @staticmethod
     def _mro(node, classes):
@@ -64,11 +73,17 @@ class Stubs:
         returns = ast.unparse(node.returns) if node.returns else None
         return "(%s)" % ast.unparse(args), returns
 
-    def lookup(self, fullname):
+    def _key(self, fullname):
         prefix = self.package + "."
-        if not fullname.startswith(prefix):
-            return None
-        return self.signatures.get(fullname[len(prefix):])
+        return fullname[len(prefix):] if fullname.startswith(prefix) else None
+
+    def lookup(self, fullname):
+        return self.signatures.get(self._key(fullname))
+
+    def field_list(self, fullname):
+        """The stub's docstring of a function (reST: Parameters, Returns,
+        Raises as field lists), or []."""
+        return list(self.fields.get(self._key(fullname), []))
 
 
 def _is_c_object(obj):
@@ -98,6 +113,13 @@ def process_docstring(app, what, name, obj, options, lines):
         return
     text = "\n".join(lines)
     lines[:] = plaintext.to_rest(text)
+    # A C function's parameters, result and errors come from its stub,
+    # where editors show them too; the C docstring stays plain text for
+    # help().
+    if what in ("function", "method"):
+        fields = app.env.caibridge_stubs.field_list(name)
+        if fields:
+            lines += [""] + fields
 
 
 def load_stubs(app):

@@ -120,15 +120,28 @@ def cuda_runtime_info():
     """The CUDA runtime caibridge uses, loading it first if need be, as a
     dict: ``path`` (its file), ``how`` (how it was found:
     ``"CAIBRIDGE_CUDART"``, ``"already loaded"``, ``"pip wheel"``,
-    ``"conda"`` or ``"system"``) and ``version`` (13000 for 13.0).  Raises
-    CUDAError saying why when there is none; a later call searches again."""
+    ``"conda"`` or ``"system"``) and ``version`` (13000 for 13.0); more
+    keys may list what the search passed over.  A later call searches
+    again after a failure.
+
+    :returns: ``{"path": str, "how": str, "version": int, ...}``
+    :raises CUDAError: saying why, when no usable runtime is found.
+    """
     return _runtime_info()
 
 
 def show_config(file=None):
     """Prints what caibridge was built with and what it finds here: the
     version, the build, the CUDA runtime and driver, each device, and a
-    self-test.  ``python -m caibridge`` prints the same."""
+    self-test.  ``python -m caibridge`` prints the same (``--json`` for a
+    bug report).
+
+    :param file: where to print (a text stream); None is ``sys.stdout``.
+    :returns: the exit status of ``python -m caibridge``: 0 when every step
+        ran (no GPU is not a failure), 1 when a step failed (its line says
+        ``FAILED``).
+    :raises: nothing: every failure is a line of the report.
+    """
     from ._config import show_config as show
 
     return show(file)

@@ -74,8 +74,31 @@ class _DLPackMethods:
         max_version: Tuple[int, int] | None = None,
         dl_device: _Device | None = None,
         copy: bool | None = None,
-    ) -> CapsuleType: ...
-    def __dlpack_device__(self) -> _Device: ...
+    ) -> CapsuleType:
+        """
+        :param stream: the consumer's stream: None (the legacy default
+            stream for CUDA data; the only value for host data), -1 (no
+            ordering), 1, 2, a ``cudaStream_t`` as an integer, or an object
+            with ``__cuda_stream__()``.
+        :param max_version: the highest DLPack version the consumer reads;
+            1.x gives a versioned capsule, None or 0.x a legacy one.
+        :param dl_device: where the consumer wants the data: None or the
+            data's own device; ``(kDLCPU, 0)`` for pinned or managed memory
+            (the host waits for the producer's stream).
+        :param copy: True copies host data (marked ``IS_COPIED``); False
+            never copies; None copies nothing.
+        :returns: a capsule named ``"dltensor_versioned"`` or ``"dltensor"``
+            that keeps the producer alive until its deleter runs.
+        :raises BufferError: for a stream given with host data, a copy that
+            cannot be made, read-only data asked for as a legacy capsule.
+        :raises ValueError: for ``stream=0`` or a malformed argument.
+        :raises caibridge.CUDAError: when a CUDA call fails.
+        """
+    def __dlpack_device__(self) -> _Device:
+        """
+        :returns: ``(device_type, device_id)`` of the data, such as
+            ``(DeviceType.kDLCUDA, 0)``.
+        """
 
 # What both views have: DLPack producers publishing the C exchange API.
 @type_check_only
@@ -109,7 +132,23 @@ def as_dlpack(
     device: _Device | None = None,
     sync: bool = True,
     allow_readonly_legacy: bool = False,
-) -> DLPackView: ...
+) -> DLPackView:
+    """
+    :param obj: an object with ``__cuda_array_interface__``,
+        ``__array_interface__`` or the buffer protocol.
+    :param device: ``(device_type, device_id)`` of the data, which skips
+        the CUDA pointer lookup; None asks CUDA for CUDA data.
+    :param sync: False turns stream ordering off for this view.
+    :param allow_readonly_legacy: True lets read-only data go out as a
+        legacy capsule, which cannot say it is read-only.
+    :returns: a :class:`DLPackView`, a DLPack producer over obj's memory.
+    :raises TypeError: when obj describes no array, or a field has the
+        wrong type.
+    :raises ValueError: for a malformed descriptor (the message names the
+        field and the rule).
+    :raises BufferError: for a well-formed array DLPack cannot hold.
+    :raises caibridge.CUDAError: when CUDA is missing or fails.
+    """
 def to_dlpack(
     obj: Any,
     *,
@@ -120,12 +159,66 @@ def to_dlpack(
     allow_readonly_legacy: bool = False,
     dl_device: _Device | None = None,
     copy: bool | None = None,
-) -> CapsuleType: ...
+) -> CapsuleType:
+    """
+    :param obj: as for :func:`as_dlpack`.
+    :param max_version: as for ``__dlpack__``.
+    :param device: as for :func:`as_dlpack`.
+    :param stream: the consumer's stream, as for ``__dlpack__``; the
+        ordering is done now.
+    :param sync: False orders nothing.
+    :param allow_readonly_legacy: as for :func:`as_dlpack`.
+    :param dl_device: as for ``__dlpack__``.
+    :param copy: as for ``__dlpack__``.
+    :returns: a capsule named ``"dltensor_versioned"`` (max_version 1.x)
+        or ``"dltensor"``, keeping obj alive until its deleter runs.
+    :raises TypeError: when obj describes no array, or a field has the
+        wrong type.
+    :raises ValueError: for a malformed descriptor or argument.
+    :raises BufferError: for a well-formed array DLPack cannot hold, or a
+        stream given with host data.
+    :raises caibridge.CUDAError: when CUDA is missing or fails.
+    """
 def from_dlpack(
     x: Any, *, stream: _Stream = None, legacy_writable: bool = False
-) -> CAIView: ...
-def add_dlpack(cls: _T, /) -> _T: ...
-def add_array_interface(cls: _T, /) -> _T: ...
-def cuda_built() -> bool: ...
+) -> CAIView:
+    """
+    :param x: an object with ``__dlpack__`` and ``__dlpack_device__``, or a
+        DLPack capsule.
+    :param stream: the stream the data will be used on (None: the legacy
+        default stream), passed to the producer for CUDA data and reported
+        as the CAI ``stream``.
+    :param legacy_writable: True describes a legacy (unversioned) tensor
+        as writable; it is read-only otherwise.
+    :returns: a :class:`CAIView` owning the tensor.
+    :raises TypeError: when x is neither a producer nor a capsule.
+    :raises ValueError: for ``stream=-1`` with CUDA data through
+        ``__dlpack__`` or a capsule, a stream below -1, a negative
+        ``device_id``.
+    :raises BufferError: for a used capsule, a tensor of another DLPack
+        major version, a device an array interface cannot describe.
+    :raises caibridge.CUDAError: when CUDA fails.
+    """
+def add_dlpack(cls: _T, /) -> _T:
+    """
+    :param cls: a class whose instances have ``__cuda_array_interface__``
+        or ``__array_interface__``.
+    :returns: cls itself, now with ``__dlpack__``, ``__dlpack_device__``
+        and ``__dlpack_c_exchange_api__``.
+    :raises TypeError: for a built-in or extension type, or a class with
+        its own ``__dlpack__``.
+    """
+def add_array_interface(cls: _T, /) -> _T:
+    """
+    :param cls: a class whose instances have ``__dlpack__`` and
+        ``__dlpack_device__``.
+    :returns: cls itself, now with the properties
+        ``__cuda_array_interface__`` and ``__array_interface__``.
+    :raises TypeError: for a built-in or extension type.
+    """
+def cuda_built() -> bool:
+    """
+    :returns: True when CUDA support was compiled in (every wheel).
+    """
 def cuda_runtime_info() -> dict[str, Any]: ...
 def show_config(file: Any = None) -> int: ...

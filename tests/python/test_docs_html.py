@@ -92,3 +92,50 @@ def test_built_html_is_clean():
     if not os.path.isfile(os.path.join(html, "index.html")):
         pytest.skip("docs/html not built here (make docs)")
     assert check_html.check_tree(html) == []
+
+
+def _stub_functions():
+    import ast
+    path = os.path.join(ROOT, "python", "caibridge", "__init__.pyi")
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            yield node.name, node
+        elif isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and \
+                        item.name.startswith("__dlpack"):
+                    yield "%s.%s" % (node.name, item.name), item
+
+
+def _fields(doc):
+    import re
+    params = re.findall(r"^\s*:param (\w+):", doc, re.M)
+    return params, ":returns:" in doc
+
+
+@pytest.mark.parametrize("name", [n for n, _ in _stub_functions()
+                                  if n not in ("cuda_runtime_info",
+                                               "show_config")])
+def test_stub_function_has_field_lists(name):
+    """Each C function's stub carries Parameters and Returns (the reference
+    shows them; so do editors), one :param: per parameter."""
+    import ast
+    node = dict(_stub_functions())[name]
+    doc = ast.get_docstring(node) or ""
+    args = node.args
+    expected = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs
+                if a.arg != "self"]
+    params, returns = _fields(doc)
+    assert params == expected, (name, params)
+    assert returns, name
+
+
+@pytest.mark.parametrize("name", ["cuda_runtime_info", "show_config"])
+def test_python_function_has_field_lists(name):
+    import inspect
+    function = getattr(caibridge, name)
+    params, returns = _fields(function.__doc__)
+    assert params == list(inspect.signature(function).parameters), params
+    assert returns and ":raises" in function.__doc__
