@@ -7,8 +7,11 @@ extension.  By hand:
     make python/stage/caibridge/.stamp
     PYTHONPATH=python/stage python -m sphinx -W --keep-going -n docs docs/html
 """
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "_ext"))
@@ -28,9 +31,21 @@ version = ".".join(release.split(".")[:2])
 
 extensions = [
     "sphinx.ext.autodoc",
+    "sphinx.ext.intersphinx",
     "cheader",
+    "mdinclude",
     "pystubs",
 ]
+
+# Links to Python, NumPy, PyTorch, CuPy and JAX from inventories written
+# here (docs/_ext/inventories.py): the build never fetches one.
+import inventories  # noqa: E402
+
+_inventories = tempfile.mkdtemp(prefix="caibridge-inventories-")
+atexit.register(shutil.rmtree, _inventories, True)
+intersphinx_mapping = inventories.write(_inventories)
+intersphinx_cache_limit = -1
+intersphinx_timeout = 1
 
 # Paths are from this directory.
 cheader_root = ".."

@@ -8,6 +8,8 @@ CAI_DOCS_SOURCES = \
 	docs/_ext/cheader.py \
 	docs/_ext/plaintext.py \
 	docs/_ext/pystubs.py \
+	docs/_ext/mdinclude.py \
+	docs/_ext/inventories.py \
 	docs/check_html.py \
 	docs/index.rst \
 	docs/install.rst \
@@ -18,6 +20,10 @@ CAI_DOCS_SOURCES = \
 	docs/cuda.rst \
 	docs/peers.rst \
 	docs/development.rst \
+	docs/troubleshooting.rst \
+	docs/environment.rst \
+	docs/compatibility.rst \
+	docs/changelog.rst \
 	docs/reference/python.rst \
 	docs/reference/c.rst
 

@@ -139,3 +139,21 @@ def test_python_function_has_field_lists(name):
     params, returns = _fields(function.__doc__)
     assert params == list(inspect.signature(function).parameters), params
     assert returns and ":raises" in function.__doc__
+
+
+def test_inventories_are_local_and_readable(tmp_path):
+    """intersphinx reads inventories written at build time, never the
+    network: each mapping names a local file Sphinx can load."""
+    pytest.importorskip("sphinx", reason="Sphinx (docs/requirements.txt) "
+                        "is not installed")
+    import inventories
+    from sphinx.util.inventory import InventoryFile
+    mapping = inventories.write(str(tmp_path))
+    assert set(mapping) >= {"python", "numpy", "torch", "cupy"}
+    for project, (site, path) in mapping.items():
+        assert site.startswith("https://") and os.path.isfile(path)
+        with open(path, "rb") as f:
+            inventory = InventoryFile.load(f, site, os.path.join)
+        names = {name for kind in inventory.values() for name in kind} \
+            if isinstance(inventory, dict) else set(inventory)
+        assert names, project
