@@ -74,6 +74,49 @@ class Example:
                 defined.add(node.name)
         return sorted(set(n for n in loaded if n not in defined))
 
+    def caibridge_mistakes(self, module):
+        """What the code asks of the caibridge module that it does not
+        have: an attribute (``caibridge.add_dlpak``), or a keyword argument
+        a function does not take (``caibridge.as_dlpack(x, bogus=1)``).
+        Read from the code, so GPU-only examples are checked on a machine
+        without a GPU."""
+        import inspect
+        aliases = {"caibridge"}
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Import):
+                aliases |= {a.asname for a in node.names
+                            if a.name == "caibridge" and a.asname}
+        mistakes = []
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "caibridge":
+                mistakes += ["from caibridge import %s" % a.name
+                             for a in node.names
+                             if not hasattr(module, a.name)]
+            if not (isinstance(node, ast.Attribute) and
+                    isinstance(node.value, ast.Name) and
+                    node.value.id in aliases):
+                continue
+            if not hasattr(module, node.attr):
+                mistakes.append("caibridge.%s" % node.attr)
+        for node in ast.walk(self.tree):
+            if not (isinstance(node, ast.Call) and
+                    isinstance(node.func, ast.Attribute) and
+                    isinstance(node.func.value, ast.Name) and
+                    node.func.value.id in aliases and
+                    hasattr(module, node.func.attr)):
+                continue
+            try:
+                parameters = inspect.signature(
+                    getattr(module, node.func.attr)).parameters
+            except (TypeError, ValueError):
+                continue
+            if any(p.kind == p.VAR_KEYWORD for p in parameters.values()):
+                continue
+            mistakes += ["caibridge.%s(%s=...)" % (node.func.attr, k.arg)
+                         for k in node.keywords
+                         if k.arg is not None and k.arg not in parameters]
+        return sorted(set(mistakes))
+
     def run(self):
         """Runs the example in a fresh namespace; raises what it raises."""
         namespace = {"__name__": "__doc_example__"}

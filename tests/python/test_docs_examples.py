@@ -44,6 +44,9 @@ def test_examples_are_found():
     assert any(e.imports == ["caibridge", "numpy"] for e in readme)
     assert any(e.path.startswith("docs/guide/") for e in CPU)
     assert {m for e in GPU for m in e.imports} >= {"numba", "pycuda", "cupy"}
+    # The README shows the main use on a GPU: CuPy to torch and back.
+    assert any(e.path == "README.md" and {"cupy", "torch"} <= set(e.imports)
+               for e in GPU)
 
 
 def test_finder_reads_both_formats(tmp_path):
@@ -76,6 +79,29 @@ def test_undefined_names_are_caught():
 def test_no_undefined_names(example):
     assert example.undefined_names() == [], (
         "%s reads names it never defines" % example.name)
+
+
+def test_caibridge_mistakes_are_caught():
+    """The check that guards the GPU examples finds a misspelt function, an
+    unknown keyword and a bad from-import, and passes correct code."""
+    bad = doc_examples.Example("x.rst", 1, (
+        "import caibridge as cb\nfrom caibridge import nothing_here\n"
+        "if False:\n    caibridge.add_dlpak(object, bogus=1)\n"
+        "    cb.as_dlpack(b'', devise=(1, 0))\n"))
+    assert bad.caibridge_mistakes(caibridge) == [
+        "caibridge.add_dlpak", "caibridge.as_dlpack(devise=...)",
+        "from caibridge import nothing_here"]
+    good = doc_examples.Example("x.rst", 1, (
+        "import caibridge\nv = caibridge.as_dlpack(b'ab', device=(1, 0),"
+        " sync=False)\nk = caibridge.kDLCUDA\n"))
+    assert good.caibridge_mistakes(caibridge) == []
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e.name for e in EXAMPLES])
+def test_caibridge_names_exist(example):
+    """Every caibridge attribute and keyword an example uses exists, GPU
+    examples included (they run only in make check-gpu)."""
+    assert example.caibridge_mistakes(caibridge) == []
 
 
 @pytest.mark.parametrize("example", [_param(e) for e in CPU])
