@@ -73,3 +73,4 @@ clean-python-tests:
 CAI_PYTHON_TESTS += tests/python/test_docs_examples.py
 CAI_PYTHON_TESTS += tests/python/test_docs_html.py
 CAI_PYTHON_TESTS += tests/python/test_device_id.py
+CAI_PYTHON_TESTS += tests/python/test_docs_claims.py

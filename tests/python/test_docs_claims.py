@@ -1,0 +1,223 @@
+"""What the docs say, checked against what the code does, claim by claim:
+each test names the page and the sentence it holds true."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import caibridge
+from conftest import managed
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+
+
+def read(path):
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+        return f.read()
+
+
+class Described:
+    """Host memory described through __cuda_array_interface__; with the
+    device given, caibridge asks CUDA nothing about it."""
+
+    def __init__(self):
+        self.array = np.arange(4, dtype=np.float32)
+        self.__cuda_array_interface__ = {
+            "shape": (4,), "typestr": "<f4", "version": 3, "stream": None,
+            "data": (self.array.ctypes.data, False)}
+
+
+def test_stream_0_host_is_buffer_error_cuda_is_value_error():
+    """behaviour.rst: stream=0 is ValueError for CUDA data, and host data
+    takes no stream but None (BufferError)."""
+    text = read("docs/behaviour.rst")
+    assert "consumer `stream=0`" in text
+    with pytest.raises(BufferError, match="stream = 0"):
+        caibridge.as_dlpack(np.zeros(2)).__dlpack__(stream=0)
+    for device in [(2, 0), (3, 0), (13, 0)]:
+        view = caibridge.as_dlpack(Described(), device=device, sync=False)
+        with pytest.raises(ValueError, match="stream = 0 is disallowed"):
+            view.__dlpack__(stream=0)
+
+
+IS_COPIED = 1 << 1
+
+
+def test_copy_true_copies_host_data_only():
+    """guide/python.rst: copy=True copies host (kDLCPU) data; pinned and
+    managed memory is copied only when dl_device=(kDLCPU, 0) asks for the
+    host's view of it; device memory never."""
+    text = " ".join(read("docs/guide/python.rst").split())
+    assert "dl_device=(1, 0)" in text and "copy=True" in text
+    data = np.arange(3.0)
+    capsule = caibridge.as_dlpack(data).__dlpack__(copy=True,
+                                                   max_version=(1, 3))
+    assert managed(capsule).flags & IS_COPIED
+    for device in [(3, 0), (13, 0)]:
+        view = caibridge.as_dlpack(Described(), device=device, sync=False)
+        with pytest.raises(BufferError, match="copy=True"):
+            view.__dlpack__(copy=True)
+        capsule = view.__dlpack__(copy=True, dl_device=(1, 0),
+                                  max_version=(1, 3))
+        assert managed(capsule).flags & IS_COPIED
+    view = caibridge.as_dlpack(Described(), device=(2, 0), sync=False)
+    with pytest.raises(BufferError):
+        view.__dlpack__(copy=True)
+    with pytest.raises(BufferError):
+        view.__dlpack__(copy=True, dl_device=(1, 0))
+
+
+def test_python_guide_names_its_functions():
+    """guide/python.rst's opening counts and lists the functions."""
+    text = read("docs/guide/python.rst")
+    intro = text.split(".. contents::")[0]
+    listed = re.findall(r":func:`~caibridge\.(\w+)`", intro)
+    words = {4: "Four", 5: "Five", 6: "Six"}
+    assert intro.count(words[len(listed)] + " functions") == 1, listed
+    assert sorted(listed) == sorted(
+        ["as_dlpack", "to_dlpack", "from_dlpack", "add_dlpack",
+         "add_array_interface"])
+
+
+def test_readme_job_count_matches_makefile():
+    """README: make check runs one job per CPU, at most N, N as in
+    Makefile.am's CAI_CHECK_JOBS."""
+    cap = re.search(r'-gt (\d+) && n=(\d+)', read("Makefile.am"))
+    assert cap and cap.group(1) == cap.group(2)
+    readme = " ".join(read("README.md").split())
+    assert "one job per CPU, at most %s" % cap.group(1) in readme
+
+
+def test_c_guide_has_every_fence_function():
+    """guide/c.rst names every cai_fence_* function of the header."""
+    header = set(re.findall(r"CAI_API[^(]*\b(cai_fence_\w+)\(",
+                            read("include/caibridge.h")))
+    assert header >= {"cai_fence_record", "cai_fence_destroy"}
+    page = read("docs/guide/c.rst")
+    assert [f for f in sorted(header) if f not in page] == []
+
+
+def _tree_files():
+    for folder in ("src", "python", "tests", ".ci", "bench", "include"):
+        for top, dirs, files in os.walk(os.path.join(ROOT, folder)):
+            dirs[:] = [d for d in dirs if not d.startswith((".", "_"))
+                       and d != "stage"]
+            for name in files:
+                if name.endswith((".c", ".h", ".py", ".sh", ".mk", ".pyi")) \
+                        or "." not in name:
+                    yield os.path.join(top, name)
+    yield os.path.join(ROOT, "setup.py")
+    yield os.path.join(ROOT, "configure.ac")
+
+
+def test_environment_page_lists_every_variable():
+    """environment.rst documents every CAIBRIDGE_* variable named in the
+    tree: the sources, the build, the tests, CI and the benchmark (C
+    macros, such as include guards and CAIBRIDGE_VERSION_*, aside)."""
+    names, macros = set(), set()
+    for path in _tree_files():
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except (UnicodeDecodeError, OSError):
+            continue
+        names |= set(re.findall(r"\b(CAIBRIDGE_[A-Z0-9_]+)", text))
+        macros |= set(re.findall(
+            r'(?:#\s*define|#\s*ifndef|defined\(|-D|\[\(")\s*'
+            r'(CAIBRIDGE_[A-Z0-9_]+)', text))
+    # A test's own marker variable is not one users set.
+    names.discard("CAIBRIDGE_REPORT_MARK")
+    # A prefix that code completes into a macro (CAIBRIDGE_VERSION_ ...).
+    variables = {n for n in names - macros
+                 if not (n.endswith("_") and
+                         any(m.startswith(n) for m in macros))}
+    assert {"CAIBRIDGE_CUDART", "CAIBRIDGE_SYNC", "CAIBRIDGE_EVENT_POOL",
+            "CAIBRIDGE_CUDA"} <= variables, variables
+    page = read("docs/environment.rst")
+    assert sorted(v for v in variables if v not in page) == []
+
+
+def _cudart_refusal(tmp_path, prepare):
+    # A short path: the message keeps its end (the owner and the mode).
+    import pathlib
+    import tempfile
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="cb", dir="/tmp")) / "lib"
+    folder.mkdir()
+    library = folder / "libcudart.so.13"
+    library.write_bytes(b"\x7fELF not really")
+    os.chmod(library, 0o644)
+    prepare(folder, library)
+    code = textwrap.dedent("""
+        import caibridge
+        try:
+            caibridge.cuda_runtime_info()
+        except caibridge.CUDAError as e:
+            print(e)
+    """)
+    env = dict(os.environ, CAIBRIDGE_CUDART=str(library))
+    try:
+        out = subprocess.run([sys.executable, "-c", code], env=env,
+                             capture_output=True, text=True, timeout=60)
+    finally:
+        shutil.rmtree(folder.parent, ignore_errors=True)
+    return out.stdout
+
+
+def test_cudart_folder_writable_by_others(tmp_path):
+    """cuda.rst: a folder others may write (not sticky) is refused, and
+    the message says so."""
+    text = _cudart_refusal(tmp_path, lambda f, l: os.chmod(f, 0o777))
+    assert re.search(r"its folder \S+ may be written by others \(owner uid "
+                     r"\d+, mode 0777\)", text), text
+
+
+def test_cudart_folder_of_another_user(tmp_path):
+    """cuda.rst: the folder must also be yours or root's; the message says
+    it belongs to another user (it said "may be written by others")."""
+    if os.geteuid() != 0:
+        pytest.skip("only root can give a folder to another user here")
+    text = _cudart_refusal(tmp_path,
+                           lambda f, l: os.chown(f, 54321, 54321))
+    assert re.search(r"its folder \S+ belongs to another user \(owner uid "
+                     r"54321, mode 0755\)", text), text
+
+
+def test_cudart_file_of_another_user(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("only root can give a file to another user here")
+    text = _cudart_refusal(tmp_path,
+                           lambda f, l: os.chown(l, 54321, 54321))
+    assert "belongs to another user (owner uid 54321, mode 0644)" in text, \
+        text
+
+
+def test_extras_documented_and_declared():
+    """install.rst documents each user-facing extra of pyproject.toml
+    (caibridge[cuda13]), and pyproject.toml has the project's links."""
+    pyproject = read("pyproject.toml")
+    section = pyproject.split("[project.optional-dependencies]")[1]
+    section = section.split("\n[")[0]
+    extras = re.findall(r"^([a-z0-9-]+)\s*=", section, re.M)
+    assert "cuda13" in extras
+    page = read("docs/install.rst")
+    for extra in extras:
+        if extra != "test":
+            assert "caibridge[%s]" % extra in page, extra
+    urls = pyproject.split("[project.urls]")[1].split("\n[")[0]
+    assert re.search(r"^Documentation\s*=\s*\"https://", urls, re.M)
+    assert re.search(r"^Changelog\s*=\s*\"https://", urls, re.M)
+
+
+def test_readme_links_are_absolute():
+    """The README is the package index's page, where a relative link to
+    docs/*.rst breaks: every link is absolute."""
+    readme = read("README.md")
+    links = re.findall(r"\]\(([^)]+)\)", readme)
+    assert links, "the README links to the docs"
+    assert [l for l in links if not l.startswith(("https://", "#"))] == []
