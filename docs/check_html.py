@@ -29,6 +29,7 @@ _QUOTES = [
     (re.compile(r"(?:^|[\s(\[])[’”]\w"), "a closing quote opens a word"),
     (re.compile(r"\w[.,;:!?)]?[‘“](?:[\s.,;:!?)\]]|$)"),
      "an opening quote closes a word"),
+    (re.compile(r"\w‘\w"), "an opening quote as an apostrophe"),
 ]
 # Elements whose text is code: left out, or counted as one word (X).
 _SKIP = {"pre", "script", "style", "head"}

@@ -36,6 +36,11 @@ def _inline(line, link=None):
             word = line[start:end]
         else:
             out.append(_escape(line[pos:start]))
+        # A possessive after a code word ("__dlpack__'s"): smart quotes
+        # would take the quote for an opening one.
+        if not quoted and line[end:end + 1] == "'" and \
+                line[end + 1:end + 2].isalpha():
+            line = line[:end] + "\u2019" + line[end + 1:]
         role = None if quoted or not link else link(word)
         # An escaped space lets markup touch a non-space neighbour.
         before = start > 0 and not line[start - 1].isspace()

@@ -32,6 +32,8 @@ def page(body):
      "a closing quote opens a word"),
     ("<p>its version, “<code>x</code>“, a string</p>",
      "an opening quote closes a word"),
+    ("<p>copy are <code>__dlpack__</code>‘s: where</p>",
+     "an opening quote as an apostrophe"),
 ])
 def test_each_fault_is_caught(body, why):
     faults = check_html.check_page(page(body))
@@ -56,6 +58,12 @@ def test_quoted_code_words_keep_their_quotes_inside():
                              "asks, else \"MAJOR.MINOR\".")
     assert rest == ["Returns ``'dltensor_versioned'`` when ``max_version`` "
                     "asks, else ``\"MAJOR.MINOR\"``\\ ."], rest
+
+
+def test_possessive_after_code_is_an_apostrophe():
+    rest = plaintext.to_rest("dl_device and copy are __dlpack__'s: here")
+    assert rest == ["``dl_device`` and copy are ``__dlpack__``\\ \u2019s: "
+                    "here"], rest
 
 
 def test_python_classes_keep_their_rest():
