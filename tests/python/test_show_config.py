@@ -308,3 +308,26 @@ def test_json_of_a_failure(fake, monkeypatch):
     assert status == data["exit_status"] == 1
     assert data["failures"] == [
         "devices: the runtime has no cudaGetDeviceCount"]
+
+
+def test_recording_double_lacks_device_count():
+    """A real library without cudaGetDeviceCount (the tests' recording
+    double, tests/cuda) loaded through CAIBRIDGE_CUDART: a FAILED line and
+    exit status 1, where an AttributeError's traceback used to be."""
+    double = os.path.join(os.getcwd(), "tests", "cuda", ".libs",
+                          "libcudart-double.so")
+    if not os.path.isfile(double):
+        pytest.skip("the recording double is not built here (tests/cuda)")
+    env = dict(os.environ, CAIBRIDGE_CUDART=double)
+    out = run(env=env)
+    assert "Traceback" not in out.stderr, out.stderr
+    assert "found:           CAIBRIDGE_CUDART" in out.stdout
+    data = json.loads(run("--json", env=env).stdout)
+    assert data["exit_status"] == out.returncode
+    assert data["runtime"]["how"] == "CAIBRIDGE_CUDART"
+    if hasattr(ctypes.CDLL(double), "cudaGetDeviceCount"):
+        pytest.skip("the double has cudaGetDeviceCount now: the report "
+                    "ran without a traceback, the rest is for fakes above")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "devices:           FAILED (the runtime has no " \
+           "cudaGetDeviceCount)" in out.stdout
