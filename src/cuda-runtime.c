@@ -224,14 +224,16 @@ static const char *unsafe(const struct stat *st, int folder, const char *path,
     const char *which = folder ? "its folder " : "";
 
     if (st->st_uid != 0 && st->st_uid != geteuid())
-        put(why, size, "%s%s is owned by uid %ld, neither this user "
-                 "(uid %ld) nor root, who could replace the library", which,
-                 path, (long)st->st_uid, (long)geteuid());
+        put(why, size,
+            "%s%s is owned by uid %ld, neither this user "
+            "(uid %ld) nor root, who could replace the library",
+            which, path, (long)st->st_uid, (long)geteuid());
     else if ((st->st_mode & (S_IWGRP | S_IWOTH)) != 0 &&
              !(folder && (st->st_mode & S_ISVTX) != 0))
-        put(why, size, "%s%s may be written by others (mode %04o), "
-                 "who could replace the library", which, path,
-                 (unsigned)(st->st_mode & 07777));
+        put(why, size,
+            "%s%s may be written by others (mode %04o), "
+            "who could replace the library",
+            which, path, (unsigned)(st->st_mode & 07777));
     else
         return NULL;
     return why;
@@ -255,8 +257,9 @@ static int open_checked(const char *path, char *why, size_t size)
     int dir, fd;
 
     if (path[0] != '/') {
-        put(why, size, "not an absolute path (a relative one would "
-                 "depend on the working directory)");
+        put(why, size,
+            "not an absolute path (a relative one would "
+            "depend on the working directory)");
         return -1;
     }
     if (realpath(path, real) == NULL) {
@@ -301,7 +304,7 @@ static int open_checked(const char *path, char *why, size_t size)
         int loop = errno == ELOOP;
 
         put(why, size, "%s: %s", real,
-                 loop ? "changed while it was checked" : strerror(errno));
+            loop ? "changed while it was checked" : strerror(errno));
         if (fd >= 0)
             close(fd);
         return loop ? -1 : -2;
