@@ -5,7 +5,8 @@
  * shares it.  The toolkit headers give types and constants only; every
  * call goes through a pointer resolved with dlsym.
  */
-#define _GNU_SOURCE /* dl_iterate_phdr, RTLD_NOLOAD, secure_getenv */
+/* dl_iterate_phdr, dlinfo, RTLD_NOLOAD, O_PATH, secure_getenv */
+#define _GNU_SOURCE
 #include "config.h"
 
 #include <dlfcn.h>
@@ -361,17 +362,24 @@ static int load_checked(const char *path, const char *what)
         refuse(path, "%s", why);
         return -1;
     }
-    /* The path of the descriptor the file was opened on: a name a loaded
-     * library already has would give that library back, so another
-     * descriptor is taken then. */
+    /* The path of the descriptor the file was opened on.  A library loaded
+     * earlier under that very name (through a descriptor since closed)
+     * would be given back for it, so another descriptor is taken then; one
+     * found as the same file under another name is the file itself. */
     for (tries = 0; tries < 8; tries++) {
+        struct link_map *map = NULL;
         void *old;
+        int taken;
 
         snprintf(name, sizeof name, "/proc/self/fd/%d", fd);
         old = dlopen(name, RTLD_NOW | RTLD_NOLOAD);
         if (old == NULL)
             break;
+        taken = dlinfo(old, RTLD_DI_LINKMAP, &map) == 0 && map != NULL &&
+                map->l_name != NULL && strcmp(map->l_name, name) == 0;
         dlclose(old);
+        if (!taken)
+            break;
         rc = dup(fd);
         close(fd);
         if (rc < 0) {
