@@ -242,18 +242,19 @@ static const char *unsafe(const struct stat *st, int folder, const char *path,
 
 /* Opens the library at path for loading once every check passed: an
  * absolute path whose file and each folder from the root down pass unsafe().
- * The walk opens each folder from the last one, never following a link,
- * and the file's descriptor is what gets loaded: nothing swapped in after
- * the checks is used.  -1 with the reason in why when a check fails, -2
- * when the file cannot be reached at all. */
-static int open_checked(const char *path, char *why, size_t size)
+ * The walk opens each folder within the one above it, never following a
+ * link, and the file's descriptor is what gets loaded: nothing swapped in
+ * after the checks is used.  The path walked, links resolved, in real (of
+ * PATH_MAX).  -1 with the reason in why when a check fails, -2 when the
+ * file cannot be reached at all. */
+static int open_checked(const char *path, char *real, char *why, size_t size)
 {
 #ifdef O_PATH
     const int folder_flags = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
 #else
     const int folder_flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
 #endif
-    char real[PATH_MAX], *name, *next;
+    char *name, *next;
     struct stat st;
     int dir, fd;
 
@@ -285,11 +286,15 @@ static int open_checked(const char *path, char *why, size_t size)
         *next = '\0';
         child = openat(dir, name, folder_flags);
         if (child < 0 || fstat(child, &st) != 0 || !S_ISDIR(st.st_mode)) {
-            put(why, size, "%s changed while it was checked", real);
+            /* A link or a file where realpath saw a folder: swapped. */
+            int swapped = child >= 0 || errno == ELOOP || errno == ENOTDIR;
+
+            put(why, size, "%s: %s", real,
+                swapped ? "changed while it was checked" : strerror(errno));
             if (child >= 0)
                 close(child);
             close(dir);
-            return -1;
+            return swapped ? -1 : -2;
         }
         close(dir);
         dir = child;
@@ -343,7 +348,7 @@ static int load_from(const char *file, int flags, const char *what)
     return 0;
 }
 
-/* The real path of the file loaded last by load_checked. */
+/* The real path of the file loaded last by load_checked: the one walked. */
 static char checked_path[PATH_MAX];
 
 /* Checks path, then loads the very file checked, through its descriptor.
@@ -351,8 +356,8 @@ static char checked_path[PATH_MAX];
  * noted as refused when a check failed. */
 static int load_checked(const char *path, const char *what)
 {
-    char why[sizeof runtime_problem], name[64];
-    int fd = open_checked(path, why, sizeof why), rc, tries;
+    char why[sizeof runtime_problem], name[64], real[PATH_MAX];
+    int fd = open_checked(path, real, why, sizeof why), rc, tries;
 
     if (fd < 0) {
         if (fd == -1)
@@ -390,8 +395,7 @@ static int load_checked(const char *path, const char *what)
     }
     if (access(name, F_OK) != 0)
         snprintf(name, sizeof name, "%s", ""); /* no /proc: by its path */
-    if (realpath(path, checked_path) == NULL)
-        snprintf(checked_path, sizeof checked_path, "%s", path);
+    memcpy(checked_path, real, sizeof checked_path);
     rc = load_from(name[0] != '\0' ? name : checked_path,
                    RTLD_NOW | RTLD_LOCAL, what);
     close(fd);
