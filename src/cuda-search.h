@@ -1,5 +1,5 @@
 /* Where the CUDA runtime was found, and the folders the Python module adds
- * to the search (NVIDIA's pip wheels on sys.path).  Needs no CUDA header,
+ * to the search (NVIDIA's pip wheels in the site-packages folders).  Needs no CUDA header,
  * so the extension can include it; a build without CUDA has stubs. */
 #ifndef CAIBRIDGE_CUDA_SEARCH_H
 #define CAIBRIDGE_CUDA_SEARCH_H
@@ -14,8 +14,16 @@
 void cai_cuda_search_hook(void (*hook)(void));
 
 /* Folders searched for libcudart.so.N after a runtime already loaded and
- * before $CONDA_PREFIX/lib; copied.  -1 if they do not fit. */
-int cai_cuda_search_dirs(const char *const *dirs, size_t count);
+ * before $CONDA_PREFIX/lib (the site-packages folders' wheel folders), and
+ * others (the rest of sys.path's): never searched, a runtime there is
+ * only reported as refused.  Copied.  -1 if they do not fit. */
+int cai_cuda_search_dirs(const char *const *dirs, size_t count,
+                         const char *const *others, size_t other_count);
+
+/* The candidates the last search passed over, each "path: reason" ended
+ * by a NUL, the list ended by another NUL, in list (of room size; entries
+ * that do not fit are left out).  Returns how many were copied. */
+size_t cai_cuda_search_refused(char *list, size_t size);
 
 /* The runtime in use, searching for it first if none is yet: its file, how
  * it was found ("CAIBRIDGE_CUDART", "already loaded", "pip wheel",

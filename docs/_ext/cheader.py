@@ -63,8 +63,8 @@ class Header:
         return None
 
     def _text(self, comment, indent="   "):
-        return [indent + l if l else "" for l in plaintext.to_rest(
-            comment, self._link)]
+        return [indent + line if line else ""
+                for line in plaintext.to_rest(comment, self._link)]
 
     def rest(self):
         out = []
@@ -101,8 +101,8 @@ class Header:
                 i = self._macros(i, pending, out)
                 pending = ""
                 continue
-            if stripped.startswith(("typedef enum", "typedef struct", "enum {")) \
-                    and stripped.endswith("{"):
+            if stripped.startswith(("typedef enum", "typedef struct",
+                                    "enum {")) and stripped.endswith("{"):
                 i = self._aggregate(i, pending, out)
                 pending = ""
                 continue
@@ -193,7 +193,8 @@ class Header:
             out += ["", ".. c:enum:: " + name if name else "", ""]
             if not name:
                 out.pop(-2)
-            body = self._text(comment, "   " if name else "") if comment else []
+            body = (self._text(comment, "   " if name else "") if comment
+                    else [])
             out += body
             indent = "   " if name else ""
             for decl, why in members:

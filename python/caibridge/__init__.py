@@ -99,32 +99,59 @@ class DeviceType(enum.IntEnum):
     kDLTrn = 18
 
 
-def _runtime_dirs():
-    """The folders of NVIDIA's pip wheels that may hold libcudart, in
-    sys.path order: nvidia/cu13/lib (CUDA 13 on), nvidia/cuda_runtime/lib
-    (before).  Only absolute sys.path entries: a relative one would depend
-    on the working directory.  The C core asks for these before each search
-    for the runtime."""
+def _site_dirs():
+    """The folders pip installs into for this interpreter, in the order
+    Python imports from them: the user site (when Python uses it), then
+    site.getsitepackages()."""
+    import site
+
     dirs = []
-    for entry in _sys.path:
-        if not isinstance(entry, str) or not _os.path.isabs(entry):
-            continue
-        for sub in ("cu13", "cuda_runtime"):
-            lib = _os.path.join(entry, "nvidia", sub, "lib")
-            if lib not in dirs and _os.path.isdir(lib):
-                dirs.append(lib)
+    if site.ENABLE_USER_SITE:
+        dirs.append(site.getusersitepackages())
+    dirs.extend(site.getsitepackages())
     return dirs
+
+
+def _runtime_dirs():
+    """The folders of NVIDIA's pip wheels that may hold libcudart: in each
+    site-packages folder, nvidia/cu13/lib (CUDA 13 on), then
+    nvidia/cuda_runtime/lib (before).  Returned as (searched, others):
+    others are the same folders under the rest of sys.path (the working
+    directory, a script's folder, PYTHONPATH), where anyone may have put a
+    library; the C core never loads from them and reports a runtime there
+    as refused.  The core asks for these before each search."""
+    def wheels(entries):
+        found = []
+        for entry in entries:
+            if not isinstance(entry, str):
+                continue
+            for sub in ("cu13", "cuda_runtime"):
+                lib = _os.path.join(entry, "nvidia", sub, "lib")
+                if lib not in found and _os.path.isdir(lib):
+                    found.append(lib)
+        return found
+
+    sites = _site_dirs()
+    searched = wheels(sites)
+    real = {_os.path.realpath(d) for d in searched}
+    others = [_os.path.abspath(d) for d in wheels(
+        e for e in _sys.path if e not in sites)
+        if _os.path.realpath(d) not in real]
+    return searched, others
 
 
 def cuda_runtime_info():
     """The CUDA runtime caibridge uses, loading it first if need be, as a
     dict: ``path`` (its file), ``how`` (how it was found:
     ``"CAIBRIDGE_CUDART"``, ``"already loaded"``, ``"pip wheel"``,
-    ``"conda"`` or ``"system"``) and ``version`` (13000 for 13.0); more
-    keys may list what the search passed over.  A later call searches
-    again after a failure.
+    ``"conda"`` or ``"system"``), ``version`` (13000 for 13.0) and
+    ``refused``: the candidates the search passed over, each as
+    ``"path: reason"`` (a runtime outside the site-packages folders, or in
+    a file or folder others may write), empty when none; more keys may
+    follow.  A later call searches again after a failure.
 
-    :returns: ``{"path": str, "how": str, "version": int, ...}``
+    :returns: ``{"path": str, "how": str, "version": int, "refused": list,
+        ...}``
     :raises CUDAError: saying why, when no usable runtime is found.
     """
     return _runtime_info()

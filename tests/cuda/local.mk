@@ -33,6 +33,11 @@ tests_cuda_libcudart_double_la_SOURCES = tests/cuda/cudart-double.c \
 tests_cuda_libcudart_double_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_cuda_libcudart_double_la_LDFLAGS = -module -avoid-version -shared \
 	-rpath /nowhere
+# What test_runtime_search.py plants where no runtime may be loaded from.
+check_LTLIBRARIES += tests/cuda/libplanted.la
+tests_cuda_libplanted_la_SOURCES = tests/cuda/planted.c
+tests_cuda_libplanted_la_LDFLAGS = -module -avoid-version -shared \
+	-rpath /nowhere
 
 CUDA_DOUBLE_TESTS = \
 	tests/cuda/order-t \

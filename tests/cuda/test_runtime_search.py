@@ -1,13 +1,27 @@
-"""Where caibridge finds the CUDA runtime: NVIDIA's pip wheels
-(nvidia/cu13/lib, nvidia/cuda_runtime/lib) in the folders on sys.path,
-searched again after a failed search, and Python told which runtime was
-loaded, from where and how.  The runtime is the recording double
-(tests/cuda/cudart-double.c), copied as libcudart.so.13 into a fake wheel
-layout.  Each case runs in a fresh interpreter: a runtime, once loaded,
-stays for the life of the process.
+"""Where caibridge finds the CUDA runtime, and where it must not.
+
+Found: NVIDIA's pip wheels (nvidia/cu13/lib, nvidia/cuda_runtime/lib) in
+the site-packages folders (site.getsitepackages(), the user site),
+$CONDA_PREFIX/lib and CAIBRIDGE_CUDART, searched again after a failed
+search, with Python told which runtime was loaded, from where and how.
+
+Never loaded: a library in any other folder on sys.path (the working
+directory, a script's folder, PYTHONPATH, sys.path.append), or one that
+others may write or own (the file, or any folder on its path).  The
+planted library (tests/cuda/planted.c) creates $PLANTED_MARKER when
+loaded, so each case checks the file was never made, and that the
+diagnostic (``cuda_runtime_info()["refused"]``, or the CUDAError when
+nothing was found) names the file and says why.
+
+Each case runs in a fresh interpreter of a virtual environment made here,
+whose site-packages folder is the test's own: a runtime, once loaded,
+stays for the life of the process, and the tests' own environment may
+hold a real one.  The runtime is the recording double
+(tests/cuda/cudart-double.c), copied as libcudart.so.13.
 """
 
 import importlib.util
+import json
 import os
 import pathlib
 import shutil
@@ -21,113 +35,333 @@ import caibridge
 pytestmark = pytest.mark.skipif(not caibridge.cuda_built(),
                                 reason="built without CUDA support")
 
+ROOT = os.geteuid() == 0
+NOBODY = 65534
 
-def double_path():
-    """The double beside the staged package: <build>/python/stage/caibridge
-    and <build>/tests/cuda/.libs."""
+
+def built(name):
+    """A library built in tests/cuda: <build>/python/stage/caibridge is
+    where the package is staged."""
     spec = importlib.util.find_spec("caibridge")
     build = pathlib.Path(spec.origin).resolve().parents[3]
-    path = build / "tests" / "cuda" / ".libs" / "libcudart-double.so"
-    assert path.exists(), f"the CUDA runtime double is not built: {path}"
+    path = build / "tests" / "cuda" / ".libs" / name
+    assert path.exists(), f"not built: {path}"
     return path
 
 
-def fake_wheel(root, sub):
-    """root/nvidia/<sub>/lib/libcudart.so.13: the double."""
-    lib = root / "nvidia" / sub / "lib"
-    lib.mkdir(parents=True)
-    shutil.copy(double_path(), lib / "libcudart.so.13")
-    return lib / "libcudart.so.13"
+def package_dir():
+    """The folder holding the caibridge package, for PYTHONPATH."""
+    return pathlib.Path(importlib.util.find_spec("caibridge").origin) \
+        .resolve().parents[1]
 
 
-def run(code, path_entries=(), **env_changes):
-    """Runs code with sys.path entries first; prints come back as lines.
-    Without the site packages (-S): a CUDA runtime pip installed there
-    would be found before $CONDA_PREFIX/lib."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("CAIBRIDGE_CUDART", "CONDA_PREFIX")}
-    env.update(env_changes)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(p) for p in path_entries] + [env.get("PYTHONPATH", "")])
-    out = subprocess.run([sys.executable, "-S", "-c", code], env=env,
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    return out.stdout.splitlines()
+def put(lib_dir, library="libcudart-double.so", mode=0o644):
+    """lib_dir/libcudart.so.13: the double, or the planted library."""
+    lib_dir.mkdir(parents=True, exist_ok=True)
+    target = lib_dir / "libcudart.so.13"
+    shutil.copy(built(library), target)
+    target.chmod(mode)
+    return target
 
 
-INFO = """
-import caibridge
-info = caibridge.cuda_runtime_info()
-print(info["how"]); print(info["path"]); print(info["version"])
+def plant(lib_dir, mode=0o644):
+    return put(lib_dir, "libplanted.so", mode)
+
+
+class Env:
+    """A virtual environment of the test's own (no pip, no packages): its
+    site-packages folder is the only one searched, unless the user site is
+    turned on."""
+
+    def __init__(self, tmp_path, user_site=False):
+        self.root = tmp_path / "env"
+        (self.root / "bin").mkdir(parents=True)
+        base = pathlib.Path(sys._base_executable).resolve()
+        self.python = self.root / "bin" / "python"
+        self.python.symlink_to(base)
+        (self.root / "pyvenv.cfg").write_text(
+            "home = %s\ninclude-system-site-packages = %s\n"
+            % (base.parent, "true" if user_site else "false"))
+        self.marker = tmp_path / "planted-was-loaded"
+        self.userbase = tmp_path / "userbase"
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith(("CAIBRIDGE_", "PYTHON"))
+                    and k != "CONDA_PREFIX"}
+        self.env.update(PYTHONPATH=str(package_dir()),
+                        PYTHONUSERBASE=str(self.userbase),
+                        PYTHONDONTWRITEBYTECODE="1",
+                        PLANTED_MARKER=str(self.marker))
+        self.site = pathlib.Path(self.run(
+            "import site; print(site.getsitepackages()[0])")[0])
+        self.site.mkdir(parents=True, exist_ok=True)
+
+    def wheel(self, sub="cu13"):
+        return self.site / "nvidia" / sub / "lib"
+
+    def run(self, code=None, args=None, cwd=None, **env_changes):
+        env = dict(self.env, **env_changes)
+        argv = [str(self.python)] + (args if args is not None
+                                     else ["-c", code])
+        out = subprocess.run(argv, env=env, cwd=cwd or self.root,
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stdout + out.stderr
+        return out.stdout.splitlines()
+
+    def search(self, before="", cwd=None, **env_changes):
+        """Searches once, after the code before: what was found, or the
+        error, and the refusals."""
+        code = before + SEARCH
+        (line,) = [s for s in self.run(code, cwd=cwd, **env_changes)
+                   if s.startswith("{")]
+        return json.loads(line)
+
+    def planted_loaded(self):
+        return self.marker.exists()
+
+
+SEARCH = """
+import json, caibridge
+try:
+    info = caibridge.cuda_runtime_info()
+except caibridge.CUDAError as e:
+    info = {"how": None, "path": None, "refused": [], "error": str(e)}
+print(json.dumps(info))
 """
 
 
+def said(result, path, reason):
+    """The diagnostic names path and gives reason: a line of refused, or
+    the error when no runtime was found."""
+    lines = result["refused"] + [result.get("error", "")]
+    return any(str(path) in line and reason in line for line in lines)
+
+
+def test_planted_library_marks_its_loading(tmp_path):
+    """The control: loaded from a place that passes the checks, the planted
+    library makes its marker (and is then refused as no runtime)."""
+    env = Env(tmp_path)
+    planted = plant(tmp_path / "safe")
+    result = env.search(CAIBRIDGE_CUDART=str(planted))
+    assert env.planted_loaded()
+    assert "is not a usable CUDA runtime" in result["error"]
+
+
 @pytest.mark.parametrize("sub", ["cu13", "cuda_runtime"])
-def test_pip_wheel_folder_on_sys_path_is_found(tmp_path, sub):
-    lib = fake_wheel(tmp_path, sub)
-    how, path, version = run(INFO, [tmp_path])
-    assert how == "pip wheel"
-    assert pathlib.Path(path).resolve() == lib.resolve()
-    assert int(version) >= 11000
+def test_wheel_in_site_packages_is_found(tmp_path, sub):
+    env = Env(tmp_path)
+    lib = put(env.wheel(sub))
+    result = env.search()
+    assert result["how"] == "pip wheel"
+    assert result["path"] == str(lib.resolve())
+    assert result["version"] >= 11000
+    assert result["refused"] == []
 
 
-def test_runtime_dirs_lists_only_absolute_existing_folders(tmp_path):
-    lib = fake_wheel(tmp_path, "cu13")
-    code = ("import sys, caibridge; sys.path[:0] = ['', 'relative', %r]; "
-            "print(caibridge._runtime_dirs())" % str(tmp_path))
-    (line,) = run(code)
-    assert line == repr([str(lib.parent)])
+def test_cu13_is_searched_before_cuda_runtime(tmp_path):
+    env = Env(tmp_path)
+    newest = put(env.wheel("cu13"))
+    put(env.wheel("cuda_runtime"))
+    result = env.search()
+    assert result["path"] == str(newest.resolve())
+
+
+def test_user_site_is_searched(tmp_path):
+    env = Env(tmp_path, user_site=True)
+    (line,) = env.run("import site; print(site.getusersitepackages())")
+    lib = put(pathlib.Path(line) / "nvidia" / "cu13" / "lib")
+    result = env.search()
+    assert result["how"] == "pip wheel"
+    assert result["path"] == str(lib.resolve())
+
+
+def test_working_directory_under_python_m(tmp_path):
+    env = Env(tmp_path)
+    work = tmp_path / "work"
+    planted = plant(work / "nvidia" / "cu13" / "lib")
+    env.run(args=["-m", "caibridge"], cwd=work)
+    assert not env.planted_loaded()
+    result = env.search(cwd=work)
+    assert not env.planted_loaded()
+    assert said(result, planted, "not searched")
+
+
+def test_script_folder(tmp_path):
+    env = Env(tmp_path)
+    scripts = tmp_path / "scripts"
+    planted = plant(scripts / "nvidia" / "cu13" / "lib")
+    (scripts / "run.py").write_text(SEARCH)
+    (line,) = env.run(args=[str(scripts / "run.py")])
+    assert not env.planted_loaded()
+    assert said(json.loads(line), planted, "not searched")
+
+
+def test_world_writable_pythonpath_entry(tmp_path):
+    env = Env(tmp_path)
+    shared = tmp_path / "shared"
+    planted = plant(shared / "nvidia" / "cu13" / "lib")
+    shared.chmod(0o777)
+    result = env.search(PYTHONPATH=os.pathsep.join(
+        [str(shared), str(package_dir())]))
+    assert not env.planted_loaded()
+    assert said(result, planted, "not searched")
+
+
+def test_sys_path_append_at_run_time(tmp_path):
+    env = Env(tmp_path)
+    later = tmp_path / "later"
+    planted = plant(later / "nvidia" / "cu13" / "lib")
+    result = env.search("import sys; sys.path.append(%r)\n" % str(later))
+    assert not env.planted_loaded()
+    assert said(result, planted, "not searched")
+
+
+def test_world_writable_library_file(tmp_path):
+    """Refused in cu13; the double in cuda_runtime is then loaded."""
+    env = Env(tmp_path)
+    planted = plant(env.wheel("cu13"), mode=0o666)
+    good = put(env.wheel("cuda_runtime"))
+    result = env.search()
+    assert not env.planted_loaded()
+    assert result["path"] == str(good.resolve())
+    assert said(result, planted, "may be written by others (mode 0666)")
+
+
+def test_world_writable_folder_above_the_library(tmp_path):
+    """A folder two levels up, not sticky: others could rename the wheel's
+    folders away and put their own."""
+    env = Env(tmp_path)
+    planted = plant(env.wheel("cu13"))
+    (env.site / "nvidia").chmod(0o777)
+    result = env.search()
+    assert not env.planted_loaded()
+    assert said(result, planted, "its folder %s may be written by others"
+                % (env.site / "nvidia").resolve())
+
+
+def test_relative_site_folder(tmp_path):
+    """A relative site-packages folder (site.getsitepackages() as a
+    relative sys.prefix gives it) would depend on the working directory."""
+    env = Env(tmp_path)
+    work = tmp_path / "work"
+    plant(work / "relsite" / "nvidia" / "cu13" / "lib")
+    result = env.search("import site; site.getsitepackages = "
+                        "lambda: ['relsite']\n", cwd=work)
+    assert not env.planted_loaded()
+    assert said(result, "relsite/nvidia/cu13/lib", "relative folder")
+
+
+def test_conda_prefix_lib_is_found(tmp_path):
+    env = Env(tmp_path)
+    lib = put(tmp_path / "conda" / "lib")
+    result = env.search(CONDA_PREFIX=str(tmp_path / "conda"))
+    assert result["how"] == "conda"
+    assert result["path"] == str(lib.resolve())
+
+
+def test_conda_prefix_lib_world_writable(tmp_path):
+    env = Env(tmp_path)
+    lib = tmp_path / "conda" / "lib"
+    planted = plant(lib)
+    lib.chmod(0o777)
+    result = env.search(CONDA_PREFIX=str(tmp_path / "conda"))
+    assert not env.planted_loaded()
+    assert said(result, planted, "its folder %s may be written by others"
+                % lib.resolve())
+
+
+@pytest.mark.skipif(not ROOT, reason="giving a folder to another user "
+                    "(chown) needs root")
+def test_conda_prefix_lib_owned_by_another_user(tmp_path):
+    env = Env(tmp_path)
+    lib = tmp_path / "conda" / "lib"
+    planted = plant(lib)
+    os.chown(lib, NOBODY, NOBODY)
+    result = env.search(CONDA_PREFIX=str(tmp_path / "conda"))
+    assert not env.planted_loaded()
+    assert said(result, planted, "its folder %s is owned by uid %d"
+                % (lib.resolve(), NOBODY))
+
+
+@pytest.mark.skipif(not ROOT, reason="giving a file to another user "
+                    "(chown) needs root")
+def test_library_file_owned_by_another_user(tmp_path):
+    env = Env(tmp_path)
+    planted = plant(env.wheel("cu13"))
+    os.chown(planted, NOBODY, NOBODY)
+    result = env.search()
+    assert not env.planted_loaded()
+    assert said(result, planted, "%s is owned by uid %d"
+                % (planted.resolve(), NOBODY))
+
+
+def test_relative_conda_prefix(tmp_path):
+    env = Env(tmp_path)
+    work = tmp_path / "work"
+    plant(work / "rel" / "lib")
+    result = env.search(cwd=work, CONDA_PREFIX="rel")
+    assert not env.planted_loaded()
+    assert said(result, "rel/lib", "CONDA_PREFIX=rel is not an absolute "
+                "path")
 
 
 def test_failed_search_is_retried(tmp_path):
     """The first search fails (CAIBRIDGE_CUDART names no file); once the
-    variable is gone and a wheel folder is on sys.path, the next call
-    finds the runtime there, in the same process."""
-    lib = fake_wheel(tmp_path, "cu13")
+    variable is gone and a wheel is in site-packages, the next call finds
+    the runtime there, in the same process."""
+    env = Env(tmp_path)
     code = """
-import os, sys, caibridge
+import os, caibridge, json
 try:
     caibridge.cuda_runtime_info()
 except caibridge.CUDAError as e:
     print("first:", e)
 del os.environ["CAIBRIDGE_CUDART"]
-sys.path.insert(0, %r)
+lib = %r
+os.makedirs(os.path.dirname(lib))
+import shutil; shutil.copy(%r, lib)
 info = caibridge.cuda_runtime_info()
 print("second:", info["how"], info["path"])
-""" % str(tmp_path)
-    first, second = run(code, CAIBRIDGE_CUDART="/nonexistent/libcudart.so.13")
+""" % (str(env.wheel() / "libcudart.so.13"),
+       str(built("libcudart-double.so")))
+    first, second = env.run(
+        code, CAIBRIDGE_CUDART="/nonexistent/libcudart.so.13")
     assert first.startswith("first: CAIBRIDGE_CUDART=/nonexistent/")
     assert "could not be loaded" in first
-    how_path = second.split(" ", 1)[1]
-    assert how_path.startswith("pip wheel ")
-    assert pathlib.Path(how_path[len("pip wheel "):]).resolve() == \
-        lib.resolve()
+    assert second == "second: pip wheel %s" % (
+        env.wheel() / "libcudart.so.13").resolve()
 
 
 def test_chosen_runtime_wins_and_is_reported(tmp_path):
-    fake_wheel(tmp_path, "cu13")
-    chosen = double_path().resolve()
-    how, path, _ = run(INFO, [tmp_path], CAIBRIDGE_CUDART=str(chosen))
-    assert how == "CAIBRIDGE_CUDART"
-    assert pathlib.Path(path).resolve() == chosen
+    env = Env(tmp_path)
+    put(env.wheel())
+    chosen = built("libcudart-double.so").resolve()
+    result = env.search(CAIBRIDGE_CUDART=str(chosen))
+    assert result["how"] == "CAIBRIDGE_CUDART"
+    assert result["path"] == str(chosen)
+
+
+def test_chosen_link_reports_and_checks_its_target(tmp_path):
+    """A link is followed: its target is what is checked, loaded and
+    reported."""
+    env = Env(tmp_path)
+    target = put(tmp_path / "safe")
+    link = tmp_path / "libcudart.so.13"
+    link.symlink_to(target)
+    result = env.search(CAIBRIDGE_CUDART=str(link))
+    assert result["path"] == str(target.resolve())
+
+    bad = tmp_path / "open"
+    planted = plant(bad)
+    bad.chmod(0o777)
+    link.unlink()
+    link.symlink_to(planted)
+    result = env.search(CAIBRIDGE_CUDART=str(link))
+    assert not env.planted_loaded()
+    assert "its folder %s may be written by others" % bad.resolve() in \
+        result["error"]
 
 
 def test_relative_chosen_runtime_is_refused(tmp_path):
-    code = """
-import caibridge
-try:
-    caibridge.cuda_runtime_info()
-except caibridge.CUDAError as e:
-    print(e)
-"""
-    (line,) = run(code, CAIBRIDGE_CUDART="libcudart.so.13")
-    assert "must be an absolute path" in line
-
-
-def test_conda_prefix_lib_is_searched(tmp_path):
-    lib = tmp_path / "lib"
-    lib.mkdir()
-    shutil.copy(double_path(), lib / "libcudart.so.13")
-    how, path, _ = run(INFO, CONDA_PREFIX=str(tmp_path))
-    assert how == "conda"
-    assert pathlib.Path(path).resolve() == (lib / "libcudart.so.13").resolve()
+    env = Env(tmp_path)
+    result = env.search(CAIBRIDGE_CUDART="libcudart.so.13")
+    assert "must be an absolute path" in result["error"]

@@ -162,9 +162,9 @@ def _blocks(text, opening, markdown):
 def _dedent(body):
     while body and not body[-1].strip():
         body.pop()
-    margin = min((len(l) - len(l.lstrip()) for l in body if l.strip()),
-                 default=0)
-    return "\n".join(l[margin:] for l in body) + "\n"
+    margin = min((len(line) - len(line.lstrip())
+                  for line in body if line.strip()), default=0)
+    return "\n".join(line[margin:] for line in body) + "\n"
 
 
 def documents(root=ROOT):

@@ -805,7 +805,7 @@ def reverse_edge(libs, producer_stream, ordered, repeats):
     handle = a.cuda_stream if a is not None else 1
     x = torch.zeros(N, device="cuda:0")
     right = 0
-    for i in range(repeats):
+    for _ in range(repeats):
         x.fill_(7.0)
         torch.cuda.synchronize()
         view = caibridge.as_dlpack(CAI(x, x.data_ptr(), (N,), stream=handle),

@@ -78,8 +78,8 @@ def run(cmd, cwd, log, timeout=None):
     """Runs cmd in its own process group; (returncode or 'timeout', secs)."""
     start = time.monotonic()
     with open(log, "w") as out:
-        p = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
-                             start_new_session=True)
+        p = subprocess.Popen(cmd, cwd=cwd, stdout=out,
+                             stderr=subprocess.STDOUT, start_new_session=True)
         try:
             rc = p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:

@@ -12,7 +12,7 @@ import weakref
 import numpy as np
 import pytest
 
-import caibridge
+import caibridge  # noqa: F401  (loaded before the helpers below)
 from shared import (  # noqa: F401  (re-exported to the tests)
     DLTENSOR_FROM_PY, FROM_PY, LEGACY_DELETER, TO_PY, VERSIONED_DELETER,
     WORK_STREAM, ArrayInterface, DLDataType, DLDevice, DLManagedTensor,

@@ -27,7 +27,8 @@ CPU = [e for e in EXAMPLES if not e.gpu]
 GPU = [e for e in EXAMPLES if e.gpu]
 
 # The consumers an example may import, with the skip mark that names them.
-_OPTIONAL = {"torch": consumer("torch")[1], "jax": consumer("jax", "dlpack")[1]}
+_OPTIONAL = {"torch": consumer("torch")[1],
+             "jax": consumer("jax", "dlpack")[1]}
 
 
 def _param(example):

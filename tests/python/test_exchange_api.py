@@ -103,7 +103,8 @@ def test_wrong_object_type_raises():
     with pytest.raises(TypeError, match="DLPackView"):
         FROM_PY(table().from_py)(np.zeros(2), ctypes.byref(out))
     with pytest.raises(TypeError, match="DLPackView"):
-        DLTENSOR_FROM_PY(table().dltensor_from_py)([], ctypes.byref(DLTensor()))
+        DLTENSOR_FROM_PY(table().dltensor_from_py)(
+            [], ctypes.byref(DLTensor()))
 
 
 def test_readonly_flag_through_table():

@@ -198,8 +198,8 @@ NO_WAIT_SCRIPT = textwrap.dedent("""
 def test_deleter_never_waits_for_the_gil():
     """A deleter on a native thread while another thread holds the GIL
     (and waits for the deleter): it returns at once, and the owner is
-    released by the main thread once it next takes the GIL.  Waiting for the GIL there
-    would deadlock."""
+    released by the main thread once it next takes the GIL.  Waiting for the
+    GIL there would deadlock."""
     result = subprocess.run([PYTHON, "-c", NO_WAIT_SCRIPT],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -481,7 +481,7 @@ class RaisingHost:
 def test_raising_property_propagates(cls):
     p = cls()
     before = sys.getrefcount(p)
-    for name, call in calls(cls is RaisingCAI):
+    for _name, call in calls(cls is RaisingCAI):
         with pytest.raises(Boom, match="property failed"):
             call(p)
     assert sys.getrefcount(p) == before

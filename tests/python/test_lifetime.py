@@ -173,7 +173,8 @@ def collected_of(keep, rounds=200):
 
 @pytest.mark.parametrize("keep", [
     lambda p: caibridge.from_dlpack(caibridge.as_dlpack(p)),
-    lambda p: caibridge.from_dlpack(caibridge.to_dlpack(p, max_version=(1, 0))),
+    lambda p: caibridge.from_dlpack(
+        caibridge.to_dlpack(p, max_version=(1, 0))),
     lambda p: caibridge.from_dlpack(caibridge.from_dlpack(
         caibridge.as_dlpack(p))),
 ], ids=["as_dlpack", "to_dlpack", "re-exported"])

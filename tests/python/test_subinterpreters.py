@@ -158,7 +158,8 @@ def test_legacy_subinterpreter(consumer_dir, tmp_path):
         with open(LOG + ".addr", "w") as f:
             f.write(str(kept))
     ''')
-    script = PRELUDE.format(consumer_dir=consumer_dir) + body + textwrap.dedent(
+    prelude = PRELUDE.format(consumer_dir=consumer_dir)
+    script = prelude + body + textwrap.dedent(
         f'''
         import _testcapi
         main_tensor = taken(caibridge.to_dlpack(Host("main-in-sub"),
@@ -204,7 +205,8 @@ def test_isolated_subinterpreter(consumer_dir, tmp_path):
         with open(LOG + ".addr", "w") as f:
             f.write("%d %d" % (kept, HOME))
         ''')
-    script = PRELUDE.format(consumer_dir=consumer_dir) + body + textwrap.dedent(
+    prelude = PRELUDE.format(consumer_dir=consumer_dir)
+    script = prelude + body + textwrap.dedent(
         f'''
         try:
             import _interpreters as interpreters      # 3.13

@@ -126,7 +126,7 @@ def test_tensors_freed_on_other_threads(torch):
     for t in freers:
         t.join()
     assert sum(freed) == count
-    del producer
+    producer = None  # the last reference (make() reads the same cell)
     settle()
     assert dead() is None, "a tensor freed on another thread kept its owner"
 
