@@ -25,6 +25,7 @@ const struct cudart_double *cudart_double_controls(void);
 
 struct context contexts[MAX_CONTEXTS];
 static int other_contexts, primaries_created;
+static unsigned long long context_ids;
 struct event events[MAX_EVENTS];
 static int events_created;
 struct stream streams[MAX_STREAMS];
@@ -184,6 +185,7 @@ struct context *primary(int device)
         c->made = 1;
         c->device = device;
         c->primary = 1;
+        c->id = ++context_ids;
         primaries_created++;
     }
     return c;
@@ -602,6 +604,22 @@ cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event)
     return leave(rc, call, NULL);
 }
 
+cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event)
+{
+    cudaError_t rc;
+    struct event *e;
+    char call[64], ev[32];
+
+    rc = enter("cudaEventQuery");
+    e = need_event(event, &rc);
+    if (rc == cudaSuccess && e->captured)
+        rc = cudaErrorCapturedEvent;
+    if (rc == cudaSuccess && !tl_event_done(e))
+        rc = cudaErrorNotReady;
+    snprintf(call, sizeof call, "cudaEventQuery(%s)", event_text(event, ev));
+    return leave(rc, call, NULL);
+}
+
 cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t event)
 {
     cudaError_t rc;
@@ -704,6 +722,23 @@ CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
     snprintf(call, sizeof call, "cuCtxSetCurrent(%s)",
              ctx != NULL && c == NULL ? "?" : context_text(c, cx));
     return (CUresult)leave(rc, call, NULL);
+}
+
+CUresult CUDAAPI cuCtxGetId(CUcontext ctx, unsigned long long *id)
+{
+    cudaError_t rc;
+    struct context *c = known_context(ctx);
+    char call[48], cx[16], result[24];
+
+    rc = enter("cuCtxGetId");
+    if (rc == cudaSuccess && c == NULL)
+        rc = (cudaError_t)CUDA_ERROR_INVALID_CONTEXT;
+    if (rc == cudaSuccess)
+        *id = c->id;
+    snprintf(call, sizeof call, "cuCtxGetId(%s)",
+             c == NULL ? "?" : context_text(c, cx));
+    snprintf(result, sizeof result, "%llu", c != NULL ? c->id : 0ULL);
+    return (CUresult)leave(rc, call, result);
 }
 
 CUresult CUDAAPI cuCtxGetDevice(CUdevice *device)
@@ -1030,6 +1065,7 @@ static void *create_context(int device)
         c->device = device;
         c->primary = 0;
         c->number = ++other_contexts;
+        c->id = ++context_ids;
     }
     pthread_mutex_unlock(&lock);
     return c;

@@ -27,6 +27,7 @@ struct context {
     int device;
     int primary;
     int number; /* Cn for other contexts */
+    unsigned long long id; /* cuCtxGetId's: never reused */
 };
 
 struct event {
@@ -109,6 +110,7 @@ int stream_device(cudaStream_t stream);
 void tl_record(struct event *e, cudaStream_t stream);
 void tl_wait(cudaStream_t stream, const struct event *e);
 void tl_host_wait_event(const struct event *e);
+int tl_event_done(const struct event *e);
 void tl_host_wait_stream(cudaStream_t stream);
 void tl_launch(cudaStream_t stream, const struct work *work);
 void tl_reset(void);

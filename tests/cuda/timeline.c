@@ -254,6 +254,12 @@ void tl_host_wait_event(const struct event *e)
         host_wait(e->queue, e->position, "an event");
 }
 
+/* Whether the event's last record has been reached (cudaEventQuery). */
+int tl_event_done(const struct event *e)
+{
+    return !timeline || e->queue < 0 || queues[e->queue].done >= e->position;
+}
+
 void tl_host_wait_stream(cudaStream_t stream)
 {
     int q;
