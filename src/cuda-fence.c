@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cuda-internal.h"
+#include "cuda-release.h"
 
 #ifdef HAVE_CUDA
 
@@ -66,7 +67,7 @@ static int record_in(struct op *op, intptr_t stream, DLDevice device,
 
     fence->stream = stream;
     fence->device = device;
-    fence->thread = pthread_self();
+    fence->thread = cai_thread_id();
     /* The event must be made in the stream's own context. */
     if (cai_enter_stream_context(op, stream, device, NULL, 1, &none) != 0)
         return -1;
@@ -77,26 +78,35 @@ static int record_in(struct op *op, intptr_t stream, DLDevice device,
         return -1;
     fence->context = op->now;
     fence->have_context = op->have_saved;
+    if (!fence->captured &&
+        cai_context_id(op, fence->context, &fence->context_id) != 0)
+        return -1;
     pooled = cai_event_take(op, fence, &fence->event);
     if (pooled < 0)
         return -1;
     rc = cai_rt.event_record(fence->event, cai_stream_handle(stream));
-    if (pooled && rc == cudaErrorInvalidResourceHandle) {
-        /* Its context was reset since: the pool is dropped, and a new
-         * event made; the failure was ours, not pending before. */
-        if (op->pending == cudaSuccess)
-            cai_rt.get_last_error();
-        cai_event_forget(fence->context);
-        if (cai_event_take(op, fence, &fence->event) < 0)
-            return -1;
-        rc = cai_rt.event_record(fence->event, cai_stream_handle(stream));
-    }
     if (cai_op_failed(op, "cudaEventRecord", rc)) {
+        /* Ours either way (a pooled event belongs to this very context,
+         * known by its id): destroyed, never left behind. */
         cai_rt.event_destroy(fence->event);
         fence->event = NULL;
         return -1;
     }
     return 0;
+}
+
+/* Whether the fence's context is still the one its event was made in: a
+ * context destroyed or reset since took its events with it, and their
+ * handles may be another library's by now.  Unknown ids count as alive. */
+static int fence_context_alive(const cai_fence_t *fence)
+{
+    unsigned long long id = 0;
+
+    if (fence->context_id == 0)
+        return 1;
+    /* A driver call: it leaves no runtime error behind. */
+    return cai_drv.ctx_get_id(fence->context, &id) == CUDA_SUCCESS &&
+           id == fence->context_id;
 }
 
 
@@ -112,6 +122,9 @@ static int wait_in(struct op *op, const cai_fence_t *fence, intptr_t stream,
 
     *refusal = NULL;
     if (fence->event == NULL)
+        return 0;
+    /* Its context is gone, and its work with it: nothing to wait for. */
+    if (!fence_context_alive(fence))
         return 0;
     if (cai_enter_stream_context(op, stream, fence->device, known, 0, &none) != 0)
         return -1;
@@ -155,7 +168,8 @@ static int wait_in(struct op *op, const cai_fence_t *fence, intptr_t stream,
         flags = cudaEventWaitExternal;
         /* Bookkeeping, not the fence's meaning: a graph node names the
          * event from now on, so it must never be reused. */
-        ((struct cai_fence *)(uintptr_t)fence)->external = 1;
+        __atomic_store_n(&((struct cai_fence *)(uintptr_t)fence)->external,
+                         1, __ATOMIC_RELEASE);
     }
     if (*refusal != NULL)
         return 0;
@@ -166,13 +180,22 @@ static int wait_in(struct op *op, const cai_fence_t *fence, intptr_t stream,
                : 0;
 }
 
-/* Destroys the fence's event; in its context when none is current, and
- * still (in the current one) when that switch fails, so it never leaks. */
+/* Destroys the fence's event (or gives it back to the pool); in its
+ * context when none is current, and still (in the current one) when that
+ * switch fails, so it never leaks.  The event of a context that is gone is
+ * dropped, not destroyed: the handle may be another library's now. */
 static void destroy_in(struct op *op, struct cai_fence *fence)
 {
     if (fence->event == NULL)
         return;
+    /* The pool is keyed by context id, never reused: an event given back
+     * for a context that is gone is never handed out again. */
     if (op->call == NULL && cai_event_give(fence)) {
+        fence->event = NULL;
+        return;
+    }
+    if (!fence_context_alive(fence)) {
+        cai_event_forget(fence->context_id);
         fence->event = NULL;
         return;
     }
@@ -327,6 +350,45 @@ int cai_fence_synchronize(const cai_fence_t *fence, cai_error_t *err)
     return op_finish(&op, "producer's", NULL, err);
 }
 
+/*
+ * Releases waiting for their consumer: the event recorded on the consumer's
+ * stream at release, and the producer's owner, kept until that event has
+ * completed (polled with cudaEventQuery, never waited on).
+ */
+struct pending {
+    struct cai_fence back;
+    void *owner;
+    cai_release_fn release;
+    struct pending *next;
+};
+static struct pending *pending_head;
+static long pending_count; /* atomic reads outside the lock */
+static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
+
+long cai_release_pending_count(void)
+{
+    return __atomic_load_n(&pending_count, __ATOMIC_ACQUIRE);
+}
+
+/* Records the reverse edge's event on consumer_stream into *back, within
+ * op; *refusal says why nothing could be recorded. */
+static int release_record(struct op *op, const cai_fence_t *fence,
+                          intptr_t consumer_stream, struct cai_fence *back,
+                          const char **refusal)
+{
+    memset(back, 0, sizeof *back);
+    if (record_in(op, consumer_stream, fence->device, back) != 0)
+        return -1;
+    if (back->event != NULL && back->captured) {
+        /* Its event completes only when the graph is launched. */
+        *refusal = "the consumer's stream is capturing a CUDA graph, so "
+                   "its work on the data runs only when the graph is "
+                   "launched; release after the capture ends";
+        destroy_in(op, back);
+    }
+    return 0;
+}
+
 int cai_fence_release(const cai_fence_t *fence, intptr_t consumer_stream,
                       cai_error_t *err)
 {
@@ -340,34 +402,132 @@ int cai_fence_release(const cai_fence_t *fence, intptr_t consumer_stream,
     rc = cai_op_begin(&op, "stream", err);
     if (rc != 0)
         return rc;
+    if (cai_ctx_save(&op) == 0 &&
+        release_record(&op, fence, consumer_stream, &back, &refusal) == 0 &&
+        back.event != NULL &&
+        (fence->stream == CAI_STREAM_LEGACY ||
+         (fence->stream == CAI_STREAM_PER_THREAD &&
+          fence->thread == cai_thread_id())))
+        /* The producer's default streams are those of its context, which
+         * outlive it; a handle may be gone, so it is never named. */
+        wait_in(&op, &back, fence->stream,
+                fence->have_context ? &fence->context : NULL, 0, &refusal);
+    destroy_in(&op, &back);
+    return op_finish(&op, "producer's", refusal, err);
+}
+
+int cai_fence_release_owner(const cai_fence_t *fence, intptr_t consumer_stream,
+                            unsigned flags, void *owner,
+                            cai_release_fn release, cai_error_t *err)
+{
+    struct pending *p = NULL;
+    struct cai_fence back;
+    const char *refusal = NULL;
+    struct op op;
+    int rc = cai_consumer_waits(fence, consumer_stream, err);
+
+    if (rc <= 0 || (rc = cai_op_begin(&op, "stream", err)) != 0) {
+        if (release != NULL)
+            release(owner);
+        return rc;
+    }
     memset(&back, 0, sizeof back);
     if (cai_ctx_save(&op) == 0 &&
-        record_in(&op, consumer_stream, fence->device, &back) == 0 &&
+        release_record(&op, fence, consumer_stream, &back, &refusal) == 0 &&
         back.event != NULL) {
-        if (!cai_is_default_stream(fence->stream) ||
-            (fence->stream == CAI_STREAM_PER_THREAD &&
-             !pthread_equal(fence->thread, pthread_self()))) {
-            /* The producer's stream cannot be named: a handle given when
-             * the fence was recorded may have been destroyed since (or
-             * reused), and another thread's per-thread stream has no
-             * handle here.  The host waits for the consumer instead. */
-            if (back.captured)
-                refusal = "the consumer's stream is capturing a CUDA graph "
-                          "and the producer's stream cannot be named at "
-                          "release (a stream handle may be gone by now)";
-            else
-                cai_op_failed(&op, "cudaEventSynchronize",
+        if (flags & CAI_RELEASE_BLOCK) {
+            cai_op_failed(&op, "cudaEventSynchronize",
                           cai_rt.event_synchronize(back.event));
+        } else if ((p = malloc(sizeof *p)) != NULL) {
+            p->back = back;
+            p->owner = owner;
+            p->release = release;
+            back.event = NULL;
         } else {
-            /* The producer's default streams are those of its context,
-             * which outlive it. */
-            wait_in(&op, &back, fence->stream,
-                    fence->have_context ? &fence->context : NULL, 0,
-                    &refusal);
+            /* No memory to keep it: the host waits instead. */
+            cai_op_failed(&op, "cudaEventSynchronize",
+                          cai_rt.event_synchronize(back.event));
         }
     }
     destroy_in(&op, &back);
-    return op_finish(&op, "producer's", refusal, err);
+    rc = op_finish(&op, "consumer's", refusal, err);
+    if (p != NULL) {
+        pthread_mutex_lock(&pending_lock);
+        p->next = pending_head;
+        pending_head = p;
+        __atomic_add_fetch(&pending_count, 1, __ATOMIC_RELEASE);
+        pthread_mutex_unlock(&pending_lock);
+    } else if (release != NULL) {
+        release(owner);
+    }
+    return rc;
+}
+
+/* Takes the releases whose event has completed (all when wait: after a
+ * host wait each) off the list, within op; returns them. */
+static struct pending *take_done(struct op *op, int wait)
+{
+    struct pending *done = NULL, **at, *p;
+    int not_ready = 0;
+    cudaError_t rc;
+
+    pthread_mutex_lock(&pending_lock);
+    for (at = &pending_head; (p = *at) != NULL;) {
+        if (!fence_context_alive(&p->back)) {
+            rc = cudaSuccess; /* its work went with its context */
+        } else {
+            cai_enter_fence_context(op, &p->back);
+            rc = wait ? cai_rt.event_synchronize(p->back.event)
+                      : cai_rt.event_query(p->back.event);
+        }
+        if (rc == cudaErrorNotReady) {
+            not_ready = 1;
+            at = &p->next;
+            continue;
+        }
+        if (rc != cudaSuccess)
+            cai_op_failed(op, wait ? "cudaEventSynchronize"
+                                   : "cudaEventQuery", rc);
+        *at = p->next;
+        p->next = done;
+        done = p;
+        __atomic_sub_fetch(&pending_count, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&pending_lock);
+    /* "Not ready" is an answer, not an error: none is left behind unless
+     * one was pending before (the framework's). */
+    if (not_ready && op->pending == cudaSuccess)
+        cai_rt.get_last_error();
+    return done;
+}
+
+int cai_release_poll(int wait, cai_error_t *err)
+{
+    struct pending *done, *p;
+    struct op op;
+    int status;
+
+    if (cai_release_pending_count() == 0)
+        return cai_ok(err);
+    status = cai_op_begin(&op, "stream", err);
+    if (status != 0)
+        return status;
+    (void)cai_ctx_save(&op);
+    done = take_done(&op, wait);
+    /* A failed query is reported, but its release goes ahead: a sticky
+     * error means the consumer's work will never run. */
+    for (p = done; p != NULL; p = p->next)
+        destroy_in(&op, &p->back);
+    status = op_finish(&op, "consumer's", NULL, err);
+    /* The owners go after the caller's context is back, outside the
+     * lock: a release callback may call caibridge again. */
+    while ((p = done) != NULL) {
+        done = p->next;
+        if (p->release != NULL)
+            p->release(p->owner);
+        free(p);
+    }
+    return status;
 }
 
 int cai_fence_destroy(cai_fence_t *fence, cai_error_t *err)
@@ -379,8 +539,9 @@ int cai_fence_destroy(cai_fence_t *fence, cai_error_t *err)
         return cai_ok(err);
     status = cai_op_begin(&op, "stream", err);
     if (status == 0) {
-        if (cai_ctx_save(&op) == 0)
-            destroy_in(&op, fence);
+        /* Destroyed even when the save fails: an event never leaks. */
+        (void)cai_ctx_save(&op);
+        destroy_in(&op, fence);
         status = op_finish(&op, "", NULL, err);
     }
     free(fence);

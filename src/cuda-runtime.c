@@ -40,6 +40,7 @@ static const struct entry_point {
     ENTRY_POINT("cudaEventRecord", event_record),
     ENTRY_POINT("cudaStreamWaitEvent", stream_wait_event),
     ENTRY_POINT("cudaEventSynchronize", event_synchronize),
+    ENTRY_POINT("cudaEventQuery", event_query),
     ENTRY_POINT("cudaEventDestroy", event_destroy),
     ENTRY_POINT("cudaStreamSynchronize", stream_synchronize),
     ENTRY_POINT("cudaStreamIsCapturing", stream_is_capturing),
@@ -480,6 +481,8 @@ static void load_driver(void)
      * the runtime's calls, which say what is wrong. */
     if (table.init(0) != CUDA_SUCCESS)
         return;
+    /* Optional (driver 12.0+); without it events are not pooled. */
+    *(void **)&table.ctx_get_id = dlsym(handle, "cuCtxGetId");
     cai_drv = table;
 }
 

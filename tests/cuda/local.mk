@@ -46,7 +46,8 @@ CUDA_DOUBLE_TESTS = \
 	tests/cuda/messages-t \
 	tests/cuda/race-t \
 	tests/cuda/defects-t \
-	tests/cuda/pool-t
+	tests/cuda/pool-t \
+	tests/cuda/release-t
 check_PROGRAMS += $(CUDA_DOUBLE_TESTS)
 TESTS += $(CUDA_DOUBLE_TESTS)
 VALGRIND_TESTS += $(CUDA_DOUBLE_TESTS)
@@ -64,6 +65,9 @@ tests_cuda_messages_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_race_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_defects_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_pool_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
+# The pool setting's parser is private: linked from the core.
+tests_cuda_release_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS) -I$(top_srcdir)/src
+tests_cuda_release_t_LDADD = src/libcaibridge-core.la tests/tap/libtap.a
 # Runs itself as a child through /proc/PID/exe: not under valgrind.
 check_PROGRAMS += tests/cuda/soname-t
 TESTS += tests/cuda/soname-t

@@ -1,0 +1,292 @@
+/*
+ * Releases that never block the host, and the event pool when calls fail:
+ * the owner is kept until the consumer's event completes (polled), every
+ * failure path destroys its event (live events are counted), the pool
+ * setting is read strictly, and "the same thread" is an identity no later
+ * thread gets.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cuda-release.h"
+#include "cuda-test.h"
+
+#define N 64
+#define ROUNDS 5
+
+static const struct cudart_double *cuda;
+static unsigned char src[N], out[N];
+static int released;
+
+static void count_release(void *owner)
+{
+    (void)owner;
+    released++;
+}
+
+static void pool_setting(void)
+{
+    static const struct {
+        const char *value;
+        int rc, size;
+    } cases[] = {
+        {"8", 0, 8},           {"0", 0, 0},
+        {"3", 0, 3},           {"", 0, 8},
+        {"9", 0, 8},           {"4294967297", 0, 8},
+        {"99999999999999999999999", 0, 8},
+        {"abc", -1, 8},        {"0x10", -1, 8},
+        {"-4294967295", -1, 8}, {"1e3", -1, 8},
+        {" 8", -1, 8},         {"+3", -1, 8},
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int size = -5, rc = cai_event_pool_parse(cases[i].value, &size);
+
+        ok(rc == cases[i].rc && size == cases[i].size,
+           "CAIBRIDGE_EVENT_POOL=\"%s\": %s, pool %d (got %d, %d)",
+           cases[i].value, cases[i].rc ? "not understood" : "understood",
+           cases[i].size, rc, size);
+    }
+}
+
+/* The consumer's kernel is held back: the release returns at once, makes
+ * no blocking call, keeps the owner, and drops it once the kernel ran. */
+static void release_does_not_block(intptr_t producer_stream, const char *what)
+{
+    cai_desc_t desc;
+    cai_fence_t *fence = NULL;
+    cai_error_t err;
+    long a, b;
+    int gate, rc;
+
+    cuda->reset();
+    cuda->timeline_on();
+    a = cuda->stream_create(0);
+    b = cuda->stream_create(0);
+    cuda->add_allocation(src, N, DOUBLE_DEVICE, 0, NULL);
+    cuda->add_allocation(out, N, DOUBLE_DEVICE, 0, NULL);
+    memset(src, 7, N);
+    memset(out, 0, N);
+    desc = producer(producer_stream ? producer_stream : a, kDLCUDA, 0);
+    desc.data = src;
+    rc = cai_fence_record(&desc, &fence, &err);
+    if (rc == 0)
+        rc = cai_fence_wait(fence, b, &err);
+    is_int(CAI_OK, rc, "%s: handed over", what);
+    gate = cuda->gate_new();
+    cuda->launch_copy(b, out, src, N, gate);
+    released = 0;
+    rc = cai_fence_release_owner(fence, b, 0, NULL, count_release, &err);
+    is_int(CAI_OK, rc, "%s: released", what);
+    is_int(0, cuda->host_waits(), "%s: no host wait", what);
+    ok(strstr(cuda->log(), "Synchronize") == NULL,
+       "%s: no blocking call at all", what);
+    is_int(0, released, "%s: the owner is kept", what);
+    is_int(1, (int)cai_release_pending_count(), "%s: one release pending",
+           what);
+    cai_fence_destroy(fence, NULL);
+    is_int(CAI_OK, cai_release_poll(0, &err), "%s: a poll", what);
+    is_int(0, released, "%s: still kept while the kernel is held", what);
+    is_int(0, cuda->host_waits(), "%s: the poll did not wait", what);
+    is_int(0, cuda->pending_error(), "%s: \"not ready\" was not left "
+           "pending", what);
+    cuda->gate_open(gate);
+    cuda->drain();
+    is_int(CAI_OK, cai_release_poll(0, &err), "%s: a poll after", what);
+    is_int(1, released, "%s: the owner went after the kernel", what);
+    ok(all_bytes(out, N, 7), "%s: the consumer read the data", what);
+    is_int(0, cuda->violations(), "%s: no violation %s", what,
+           cuda->violation_log());
+}
+
+/* At exit: a poll that waits drops every pending owner. */
+static void poll_at_exit(void)
+{
+    cai_desc_t desc = producer(PRODUCER_STREAM, kDLCUDA, 0);
+    cai_fence_t *fence = NULL;
+    cai_error_t err;
+    int rc;
+
+    reset_with_streams(cuda);
+    cuda->timeline_on();
+    rc = cai_fence_record(&desc, &fence, &err);
+    released = 0;
+    if (rc == 0)
+        rc = cai_fence_release_owner(fence, CONSUMER_STREAM, 0, NULL,
+                                     count_release, &err);
+    cai_fence_destroy(fence, NULL);
+    is_int(CAI_OK, rc, "exit: a release pending");
+    is_int(CAI_OK, cai_release_poll(1, &err), "exit: the poll that waits");
+    ok(released == 1 && cai_release_pending_count() == 0,
+       "exit: the owner went, none is left (%d)", released);
+    is_int(0, cuda->violations(), "exit: no violation");
+}
+
+/* A warm pool: a few hand-overs, their events given back. */
+static int warm(void)
+{
+    cai_desc_t desc = producer(PRODUCER_STREAM, kDLCUDA, 0);
+    cai_error_t err;
+    int i;
+
+    reset_with_streams(cuda);
+    for (i = 0; i < 3; i++)
+        if (cai_cuda_order(&desc, CONSUMER_STREAM, &err) != 0)
+            diag("warm: %s", err.message);
+    return cuda->live_events();
+}
+
+/* Error 400 on a pooled event's record: that event is destroyed, and the
+ * pool is neither leaked nor left behind. */
+static void record_fails_on_a_pooled_event(void)
+{
+    cai_desc_t desc = producer(PRODUCER_STREAM, kDLCUDA, 0);
+    cai_fence_t *fence = NULL;
+    cai_error_t err;
+    int i, before = warm(), rc = 0;
+
+    for (i = 0; i < ROUNDS; i++) {
+        reset_with_streams(cuda);
+        cuda->fail("cudaEventRecord", 400);
+        rc |= cai_fence_record(&desc, &fence, &err) == 0;
+        reset_with_streams(cuda);
+        rc |= cai_cuda_order(&desc, CONSUMER_STREAM, &err);
+    }
+    is_int(0, rc, "error 400: each record refused, then hand-overs work");
+    ok(cuda->live_events() <= before, "error 400 %d times: %d live events, "
+       "no more than the warm pool's %d", ROUNDS, cuda->live_events(),
+       before);
+}
+
+/* cuCtxGetCurrent fails while a fence is destroyed, or while a release
+ * records: the event is destroyed all the same. */
+static void context_save_fails(void)
+{
+    cai_desc_t desc = producer(PRODUCER_STREAM, kDLCUDA, 0);
+    cai_fence_t *fence = NULL;
+    cai_error_t err;
+    int i, before = warm(), failed = 0;
+
+    for (i = 0; i < ROUNDS * 8; i++) {
+        reset_with_streams(cuda);
+        if (cai_fence_record(&desc, &fence, &err) != 0)
+            continue;
+        cuda->fail("cuCtxGetCurrent", 999);
+        failed += cai_fence_destroy(fence, &err) != 0;
+    }
+    is_int(ROUNDS * 8, failed, "a failed save: each destroy reports it");
+    reset_with_streams(cuda);
+    ok(cuda->live_events() <= before, "a failed save %d times: %d live "
+       "events, no more than %d", ROUNDS * 8, cuda->live_events(), before);
+
+    released = 0;
+    for (i = 0; i < ROUNDS; i++) {
+        reset_with_streams(cuda);
+        if (cai_fence_record(&desc, &fence, &err) != 0)
+            continue;
+        cuda->fail_after("cudaEventRecord", 700, 0);
+        (void)cai_fence_release_owner(fence, CONSUMER_STREAM, 0, NULL,
+                                      count_release, &err);
+        reset_with_streams(cuda);
+        cai_fence_destroy(fence, NULL);
+    }
+    ok(released == ROUNDS && cai_release_pending_count() == 0,
+       "a failed release record: the owner goes at once (%d)", released);
+    ok(cuda->live_events() <= before, "a failed release record: %d live "
+       "events, no more than %d", cuda->live_events(), before);
+}
+
+/* The switch to the fence's context fails (no context current): the event
+ * is destroyed in the current one all the same. */
+static void context_switch_fails(void)
+{
+    cai_desc_t desc = producer(PRODUCER_STREAM, kDLCUDA, 0);
+    cai_fence_t *fence = NULL;
+    cai_error_t err;
+    int i, before = warm();
+
+    for (i = 0; i < ROUNDS * 8; i++) {
+        reset_with_streams(cuda);
+        if (cai_fence_record(&desc, &fence, &err) != 0)
+            continue;
+        cuda->set_current_context(NULL);
+        cuda->fail("cuCtxSetCurrent", 999);
+        (void)cai_fence_destroy(fence, &err);
+    }
+    reset_with_streams(cuda);
+    ok(cuda->live_events() <= before, "a failed switch %d times: %d live "
+       "events, no more than %d", ROUNDS * 8, cuda->live_events(), before);
+}
+
+/* "The thread that recorded the fence" for stream 2: a thread that exited
+ * may leave its pthread_t to the next one, never its identity. */
+struct recorded {
+    cai_fence_t *fence;
+    pthread_t self;
+    int status;
+};
+
+static void *record_on_2(void *arg)
+{
+    struct recorded *r = arg;
+    cai_desc_t desc = producer(CAI_STREAM_PER_THREAD, kDLCUDA, 0);
+    cai_error_t err;
+
+    cuda->set_current_device(0);
+    r->self = pthread_self();
+    r->status = cai_fence_record(&desc, &r->fence, &err);
+    return NULL;
+}
+
+static void *release_2(void *arg)
+{
+    struct recorded *r = arg;
+    cai_error_t err;
+
+    cuda->set_current_device(0);
+    r->self = pthread_self();
+    r->status = cai_fence_release(r->fence, CONSUMER_STREAM, &err);
+    return NULL;
+}
+
+static void thread_identity(void)
+{
+    struct recorded first, second;
+
+    reset_with_streams(cuda);
+    memset(&first, 0, sizeof first);
+    run_on_new_thread(record_on_2, &first);
+    is_int(CAI_OK, first.status, "thread identity: fence on stream 2");
+    second = first;
+    run_on_new_thread(release_2, &second);
+    is_int(CAI_OK, second.status, "thread identity: released on a new "
+           "thread");
+    if (!pthread_equal(first.self, second.self))
+        diag("this run did not reuse the pthread_t");
+    is_int(0, occurrences(cuda->log(),
+                          "cudaStreamWaitEvent(cudaStreamPerThread"),
+           "thread identity: a new thread's stream 2 is never taken for "
+           "the producer's%s",
+           pthread_equal(first.self, second.self) ? " (same pthread_t)"
+                                                  : "");
+    cai_fence_destroy(first.fence, NULL);
+}
+
+int main(void)
+{
+    /* The pool on, as users have it. */
+    setenv("CAIBRIDGE_EVENT_POOL", "8", 1);
+    cuda = use_double();
+    plan(13 + 2 * 14 + 4 + 2 + 4 + 1 + 3);
+    pool_setting();
+    release_does_not_block(0, "producer on a handle");
+    release_does_not_block(CAI_STREAM_LEGACY, "producer on stream 1");
+    poll_at_exit();
+    record_fails_on_a_pooled_event();
+    context_save_fails();
+    context_switch_fails();
+    thread_identity();
+    cuda->reset();
+    return 0;
+}
