@@ -145,7 +145,20 @@ static PyObject *release_poll(PyObject *module, PyObject *const *args,
     return PyLong_FromLong(cai_release_pending_count());
 }
 
+static PyObject *release_blocking(PyObject *module, PyObject *on)
+{
+    int value = PyObject_IsTrue(on);
+
+    if (value < 0)
+        return NULL;
+    set_release_blocking(value);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef config_methods[] = {
+    {"_set_release_blocking", release_blocking, METH_O,
+     "_set_release_blocking(on)\n--\n\nAs CAIBRIDGE_RELEASE=block (True) "
+     "or poll (False), from now on."},
     {"_release_poll", (PyCFunction)(void (*)(void))release_poll,
      METH_FASTCALL,
      "_release_poll(wait=False)\n--\n\nDrops the producers of releases "
@@ -163,7 +176,21 @@ static PyMethodDef config_methods[] = {
 int config_init(PyObject *module)
 {
     cai_cuda_search_hook(offer_dirs);
-    if (read_release_env() != 0)
+    PyObject *atexit, *poll, *rc;
+
+    if (read_release_env() != 0 ||
+        PyModule_AddFunctions(module, config_methods) != 0)
         return -1;
-    return PyModule_AddFunctions(module, config_methods);
+    /* At exit the releases whose consumer is done go, without waiting;
+     * the others are left (their owners are leaked once finalizing). */
+    poll = PyObject_GetAttrString(module, "_release_poll");
+    atexit = poll == NULL ? NULL : PyImport_ImportModule("atexit");
+    rc = atexit == NULL ? NULL
+                        : PyObject_CallMethod(atexit, "register", "O", poll);
+    Py_XDECREF(atexit);
+    Py_XDECREF(poll);
+    if (rc == NULL)
+        return -1;
+    Py_DECREF(rc);
+    return 0;
 }
