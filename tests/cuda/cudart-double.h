@@ -29,6 +29,15 @@
  * cudaEventWaitExternal invalidates the capture (cudaErrorStreamCaptureIsolation),
  * a stream outside a capture waiting on a captured event joins that capture,
  * and the host cannot wait on a captured event (cudaErrorCapturedEvent).
+ *
+ * Contexts end as in CUDA: cudaDeviceReset and cuDevicePrimaryCtxReset end
+ * a primary context (its handle stays, naming a new context, with a new
+ * cuCtxGetId, once the runtime needs it again), cuCtxDestroy another
+ * context, and the last cuDevicePrimaryCtxRelease a primary context the
+ * runtime never used.  The events and streams of an ended context are dead:
+ * any use of one is a violation and cudaErrorInvalidResourceHandle, and so
+ * is a release without a retain.  Event handles are reused as late as
+ * possible, so a stale one stays stale.
  */
 #ifndef CAI_CUDART_DOUBLE_H
 #define CAI_CUDART_DOUBLE_H

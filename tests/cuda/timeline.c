@@ -466,14 +466,19 @@ CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *context, CUdevice device)
     if (rc == cudaSuccess && (device < 0 || device >= DOUBLE_DEVICE_COUNT))
         rc = (cudaError_t)CUDA_ERROR_INVALID_DEVICE;
     if (rc == cudaSuccess) {
-        *context = (CUcontext)(void *)primary(device);
-        context_text(primary(device), cx);
+        struct context *c = primary_by(device, 0);
+
+        c->refs++;
+        *context = (CUcontext)(void *)c;
+        context_text(c, cx);
     }
     snprintf(call, sizeof call, "cuDevicePrimaryCtxRetain(%d)", device);
     return (CUresult)leave(rc, call, cx[0] != '\0' ? cx : NULL);
 }
 
-/* cuda.h names the current ABI cuDevicePrimaryCtxRelease_v2. */
+/* cuda.h names the current ABI cuDevicePrimaryCtxRelease_v2.  Releasing
+ * what was not retained is a violation; the last release of a primary
+ * context the runtime never used ends it. */
 CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice device)
 {
     cudaError_t rc = enter("cuDevicePrimaryCtxRelease");
@@ -481,8 +486,86 @@ CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice device)
 
     if (rc == cudaSuccess && (device < 0 || device >= DOUBLE_DEVICE_COUNT))
         rc = (cudaError_t)CUDA_ERROR_INVALID_DEVICE;
+    if (rc == cudaSuccess) {
+        struct context *c = &contexts[device];
+
+        if (!c->made || c->refs <= 0) {
+            violation("cuDevicePrimaryCtxRelease(%d) without a retain",
+                      device);
+            rc = (cudaError_t)CUDA_ERROR_INVALID_CONTEXT;
+        } else if (--c->refs == 0 && !c->held) {
+            context_dies(c);
+        }
+    }
     snprintf(call, sizeof call, "cuDevicePrimaryCtxRelease(%d)", device);
     return (CUresult)leave(rc, call, NULL);
+}
+
+/* cuda.h: cuDevicePrimaryCtxReset_v2.  Ends the primary context whoever
+ * holds it; its handle stays, and names a new one once made again. */
+CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice device)
+{
+    cudaError_t rc = enter("cuDevicePrimaryCtxReset");
+    char call[48];
+
+    if (rc == cudaSuccess && (device < 0 || device >= DOUBLE_DEVICE_COUNT))
+        rc = (cudaError_t)CUDA_ERROR_INVALID_DEVICE;
+    if (rc == cudaSuccess && contexts[device].made)
+        context_dies(&contexts[device]);
+    snprintf(call, sizeof call, "cuDevicePrimaryCtxReset(%d)", device);
+    return (CUresult)leave(rc, call, NULL);
+}
+
+/* The current device's primary context ends (the runtime makes a new one
+ * at the next call that needs it). */
+cudaError_t CUDARTAPI cudaDeviceReset(void)
+{
+    cudaError_t rc = enter("cudaDeviceReset");
+    int device = current_ctx != NULL ? current_ctx->device : runtime_device;
+
+    if (rc == cudaSuccess && contexts[device].made)
+        context_dies(&contexts[device]);
+    return leave(rc, "cudaDeviceReset()", NULL);
+}
+
+/* cuda.h: cuCtxDestroy_v2.  A primary context is not the caller's to
+ * destroy.  The calling thread is left with no context current; another
+ * thread that has it current gets violations at its next runtime call. */
+CUresult CUDAAPI cuCtxDestroy(CUcontext ctx)
+{
+    cudaError_t rc = enter("cuCtxDestroy");
+    struct context *c = known_context(ctx);
+    char call[48], cx[16];
+
+    if (rc == cudaSuccess && (c == NULL || c->primary || !c->made))
+        rc = (cudaError_t)CUDA_ERROR_INVALID_CONTEXT;
+    if (rc == cudaSuccess) {
+        context_dies(c);
+        if (current_ctx == c)
+            current_ctx = NULL;
+    }
+    snprintf(call, sizeof call, "cuCtxDestroy(%s)",
+             c != NULL ? context_text(c, cx) : "?");
+    return (CUresult)leave(rc, call, NULL);
+}
+
+/* A number for each context made, never reused: a context made again
+ * after a reset has a new one, though its handle is the old one's. */
+CUresult CUDAAPI cuCtxGetId(CUcontext ctx, unsigned long long *id)
+{
+    cudaError_t rc = enter("cuCtxGetId");
+    struct context *c = ctx != NULL ? known_context(ctx) : current_ctx;
+    char call[48], cx[16], result[24] = "";
+
+    if (rc == cudaSuccess && (c == NULL || !c->made))
+        rc = (cudaError_t)CUDA_ERROR_INVALID_CONTEXT;
+    if (rc == cudaSuccess) {
+        *id = c->id;
+        snprintf(result, sizeof result, "%llu", c->id);
+    }
+    snprintf(call, sizeof call, "cuCtxGetId(%s)",
+             ctx == NULL ? "NULL" : c != NULL ? context_text(c, cx) : "?");
+    return (CUresult)leave(rc, call, result[0] != '\0' ? result : NULL);
 }
 
 /* The CUDA 13 arguments; the double reports 13.0 unless told otherwise,
