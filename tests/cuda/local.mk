@@ -47,7 +47,8 @@ CUDA_DOUBLE_TESTS = \
 	tests/cuda/race-t \
 	tests/cuda/defects-t \
 	tests/cuda/pool-t \
-	tests/cuda/reset-t
+	tests/cuda/reset-t \
+	tests/cuda/strict-t
 check_PROGRAMS += $(CUDA_DOUBLE_TESTS)
 TESTS += $(CUDA_DOUBLE_TESTS)
 VALGRIND_TESTS += $(CUDA_DOUBLE_TESTS)
@@ -66,6 +67,7 @@ tests_cuda_race_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_defects_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_pool_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_reset_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
+tests_cuda_strict_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 # Runs itself as a child through /proc/PID/exe: not under valgrind.
 check_PROGRAMS += tests/cuda/soname-t
 TESTS += tests/cuda/soname-t
