@@ -28,6 +28,8 @@ static int other_contexts, primaries_created;
 static unsigned long long context_ids;
 struct event events[MAX_EVENTS];
 static int events_created;
+static int event_cursor; /* slots are taken in turn, so a stale handle
+                          * stays stale as long as possible */
 struct stream streams[MAX_STREAMS];
 int stream_count;
 pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -177,7 +179,10 @@ const char *context_text(const struct context *c, char buf[16])
     return buf;
 }
 
-struct context *primary(int device)
+/* Device's primary context, made active if it is not; runtime: the
+ * runtime uses it, so only a reset ends it (the driver's retains alone
+ * end it when released to zero). */
+struct context *primary_by(int device, int runtime)
 {
     struct context *c = &contexts[device];
 
@@ -185,27 +190,71 @@ struct context *primary(int device)
         c->made = 1;
         c->device = device;
         c->primary = 1;
+        c->held = 0;
         c->id = ++context_ids;
         primaries_created++;
     }
+    c->held |= runtime;
     return c;
 }
 
+struct context *primary(int device)
+{
+    return primary_by(device, 1);
+}
+
+/* A primary context's handle outlives a reset (CUDA gives the new one the
+ * same handle); a destroyed context's does not. */
 struct context *known_context(const void *handle)
 {
     const struct context *c = handle;
 
-    if (c < contexts || c >= contexts + MAX_CONTEXTS || !c->made)
+    if (c < contexts || c >= contexts + MAX_CONTEXTS)
+        return NULL;
+    if (!c->made && !(c->primary && c < contexts + DOUBLE_DEVICE_COUNT))
         return NULL;
     return &contexts[c - contexts]; /* the table's own, writable entry */
+}
+
+/* The context ends (cudaDeviceReset, cuCtxDestroy, a primary context
+ * released to zero): its events and streams die with it, and any later
+ * use of one is a violation. */
+void context_dies(struct context *c)
+{
+    int i;
+
+    for (i = 0; i < MAX_EVENTS; i++)
+        if (events[i].live && events[i].context == c) {
+            events[i].live = 0;
+            events[i].orphaned = 1;
+        }
+    for (i = 0; i < stream_count; i++)
+        if (streams[i].live && streams[i].context == c) {
+            streams[i].live = 0;
+            streams[i].orphaned = 1;
+        }
+    c->made = 0;
+    c->refs = 0;
+    c->held = 0;
+    if (!c->primary)
+        c->destroyed = 1;
 }
 
 /* What the runtime does before work that needs a context. */
 struct context *need_context(void)
 {
-    /* CUDA 11: the device cudaSetDevice chose takes over only now. */
-    if (current_ctx == NULL || set_device_pending)
-        current_ctx = primary(runtime_device);
+    char cx[16];
+
+    /* CUDA 11: the device cudaSetDevice chose takes over only now; a
+     * primary context reset since is made again, as the runtime does. */
+    if (current_ctx == NULL || set_device_pending ||
+        (current_ctx->primary && !current_ctx->made))
+        current_ctx = primary(current_ctx != NULL && !set_device_pending
+                                  ? current_ctx->device
+                                  : runtime_device);
+    else if (current_ctx->destroyed)
+        violation("a runtime call with destroyed context %s current",
+                  context_text(current_ctx, cx));
     set_device_pending = 0;
     return current_ctx;
 }
@@ -237,7 +286,9 @@ cudaError_t resolve(cudaStream_t stream, struct context **ctx,
 
     *entry = s;
     if (s != NULL && !s->live) {
-        violation("use of destroyed stream %s", stream_text(stream, st));
+        violation(s->orphaned ? "use of stream %s of a destroyed context"
+                              : "use of destroyed stream %s",
+                  stream_text(stream, st));
         return cudaErrorInvalidResourceHandle;
     }
     *ctx = s != NULL && s->context != NULL ? s->context : need_context();
@@ -325,7 +376,10 @@ struct event *need_event(cudaEvent_t handle, cudaError_t *rc)
 
     if (e == NULL && (struct event *)(void *)handle >= events &&
         (struct event *)(void *)handle < events + MAX_EVENTS)
-        violation("use of destroyed event %s", event_text(handle, ev));
+        violation(((struct event *)(void *)handle)->orphaned
+                      ? "use of event %s of a destroyed context"
+                      : "use of destroyed event %s",
+                  event_text(handle, ev));
     if (*rc == cudaSuccess && e == NULL)
         *rc = cudaErrorInvalidResourceHandle;
     return e;
@@ -501,8 +555,10 @@ cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t *event,
     snprintf(call, sizeof call, "cudaEventCreateWithFlags(%s)",
              event_flags_text(flags, fl));
     for (i = 0; rc == cudaSuccess && i < MAX_EVENTS && e == NULL; i++)
-        if (!events[i].live)
-            e = &events[i];
+        if (!events[(event_cursor + i) % MAX_EVENTS].live) {
+            e = &events[(event_cursor + i) % MAX_EVENTS];
+            event_cursor = (event_cursor + i + 1) % MAX_EVENTS;
+        }
     if (rc == cudaSuccess && e == NULL)
         rc = cudaErrorMemoryAllocation;
     if (rc == cudaSuccess) {
@@ -712,6 +768,10 @@ CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
     char call[48], cx[16];
 
     rc = enter("cuCtxSetCurrent");
+    if (ctx != NULL && c == NULL &&
+        (const struct context *)ctx >= contexts &&
+        (const struct context *)ctx < contexts + MAX_CONTEXTS)
+        violation("cuCtxSetCurrent of a destroyed context");
     if (rc == cudaSuccess && ctx != NULL && c == NULL)
         rc = (cudaError_t)CUDA_ERROR_INVALID_CONTEXT;
     if (rc == cudaSuccess) {
@@ -722,23 +782,6 @@ CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
     snprintf(call, sizeof call, "cuCtxSetCurrent(%s)",
              ctx != NULL && c == NULL ? "?" : context_text(c, cx));
     return (CUresult)leave(rc, call, NULL);
-}
-
-CUresult CUDAAPI cuCtxGetId(CUcontext ctx, unsigned long long *id)
-{
-    cudaError_t rc;
-    struct context *c = known_context(ctx);
-    char call[48], cx[16], result[24];
-
-    rc = enter("cuCtxGetId");
-    if (rc == cudaSuccess && c == NULL)
-        rc = (cudaError_t)CUDA_ERROR_INVALID_CONTEXT;
-    if (rc == cudaSuccess)
-        *id = c->id;
-    snprintf(call, sizeof call, "cuCtxGetId(%s)",
-             c == NULL ? "?" : context_text(c, cx));
-    snprintf(result, sizeof result, "%llu", c != NULL ? c->id : 0ULL);
-    return (CUresult)leave(rc, call, result);
 }
 
 CUresult CUDAAPI cuCtxGetDevice(CUdevice *device)
@@ -767,7 +810,8 @@ CUresult CUDAAPI cuStreamGetCtx(CUstream stream, CUcontext *pctx)
     s = is_default((cudaStream_t)stream) ? NULL
                                          : find_stream((cudaStream_t)stream);
     if (rc == cudaSuccess && s != NULL && !s->live) {
-        violation("use of destroyed stream %s",
+        violation(s->orphaned ? "use of stream %s of a destroyed context"
+                              : "use of destroyed stream %s",
                   stream_text((cudaStream_t)stream, st));
         rc = (cudaError_t)CUDA_ERROR_INVALID_HANDLE;
     }
@@ -912,6 +956,8 @@ static void reset(void)
     stream_count = 0;
     pageable_access = 0;
     driver_version = -1;
+    for (i = 0; i < DOUBLE_DEVICE_COUNT; i++)
+        contexts[i].refs = 0;
     runtime_device = 0;
     current_ctx = primary(0);
     last_error = cudaSuccess;
@@ -1058,14 +1104,14 @@ static void *create_context(int device)
 
     pthread_mutex_lock(&lock);
     for (i = DOUBLE_DEVICE_COUNT; i < MAX_CONTEXTS && c == NULL; i++)
-        if (!contexts[i].made)
+        if (!contexts[i].made && !contexts[i].destroyed)
             c = &contexts[i];
     if (c != NULL) {
         c->made = 1;
+        c->id = ++context_ids;
         c->device = device;
         c->primary = 0;
         c->number = ++other_contexts;
-        c->id = ++context_ids;
     }
     pthread_mutex_unlock(&lock);
     return c;

@@ -47,6 +47,8 @@ CUDA_DOUBLE_TESTS = \
 	tests/cuda/race-t \
 	tests/cuda/defects-t \
 	tests/cuda/pool-t \
+	tests/cuda/reset-t \
+	tests/cuda/strict-t \
 	tests/cuda/release-t
 check_PROGRAMS += $(CUDA_DOUBLE_TESTS)
 TESTS += $(CUDA_DOUBLE_TESTS)
@@ -68,6 +70,8 @@ tests_cuda_pool_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 # The pool setting's parser is private: linked from the core.
 tests_cuda_release_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS) -I$(top_srcdir)/src
 tests_cuda_release_t_LDADD = src/libcaibridge-core.la tests/tap/libtap.a
+tests_cuda_reset_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
+tests_cuda_strict_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 # Runs itself as a child through /proc/PID/exe: not under valgrind.
 check_PROGRAMS += tests/cuda/soname-t
 TESTS += tests/cuda/soname-t
