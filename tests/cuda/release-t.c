@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
 #include "cuda-release.h"
 #include "cuda-test.h"
 
@@ -273,12 +276,122 @@ static void thread_identity(void)
     cai_fence_destroy(first.fence, NULL);
 }
 
+/* The double's ways of ending a context, called as another library
+ * would. */
+static cudaError_t (*device_reset)(void);
+static CUresult (*ctx_destroy)(CUcontext);
+static CUresult (*primary_retain)(CUcontext *, CUdevice);
+static CUresult (*primary_release)(CUdevice);
+
+static void bind_enders(void)
+{
+    void *lib = dlopen(CUDART_DOUBLE_PATH, RTLD_NOW | RTLD_LOCAL);
+    void *s;
+
+    if (lib == NULL)
+        bail("cannot load the double: %s", dlerror());
+    s = dlsym(lib, "cudaDeviceReset");
+    memcpy(&device_reset, &s, sizeof s);
+    s = dlsym(lib, "cuCtxDestroy_v2");
+    memcpy(&ctx_destroy, &s, sizeof s);
+    s = dlsym(lib, "cuDevicePrimaryCtxRetain");
+    memcpy(&primary_retain, &s, sizeof s);
+    s = dlsym(lib, "cuDevicePrimaryCtxRelease_v2");
+    memcpy(&primary_release, &s, sizeof s);
+    if (device_reset == NULL || ctx_destroy == NULL ||
+        primary_retain == NULL || primary_release == NULL)
+        bail("the double cannot end contexts");
+}
+
+/* Hand-overs from stream p to c on device, warming the pool; then a live
+ * fence on p. */
+static cai_fence_t *warm_on(intptr_t p, intptr_t c, int device)
+{
+    cai_desc_t desc = producer(p, kDLCUDA, device);
+    cai_fence_t *fence = NULL;
+    cai_error_t err;
+    int i;
+
+    for (i = 0; i < 3; i++)
+        if (cai_cuda_order(&desc, c, &err) != 0)
+            diag("warm: %s", err.message);
+    if (cai_fence_record(&desc, &fence, &err) != 0)
+        diag("fence: %s", err.message);
+    return fence;
+}
+
+/* After the context ended: hand-overs on new streams of its successor
+ * (the same handle, for a primary context) work, the live fence is waited
+ * on and destroyed, and no event of the ended context is named. */
+static void after_the_end(cai_fence_t *fence, intptr_t p, intptr_t c,
+                          int device, const char *how)
+{
+    cai_desc_t desc = producer(p, kDLCUDA, device);
+    cai_error_t err;
+    int rc, i;
+
+    for (i = 0; i < 3; i++) {
+        rc = cai_cuda_order(&desc, c, &err);
+        if (rc != 0)
+            break;
+    }
+    is_int(CAI_OK, rc, "%s: hand-overs afterwards (%s)", how,
+           rc == 0 ? "ok" : err.message);
+    rc = cai_fence_wait(fence, c, &err);
+    is_int(CAI_OK, rc, "%s: a wait on a fence of the ended context (%s)",
+           how, rc == 0 ? "ok" : err.message);
+    cai_fence_destroy(fence, NULL);
+    is_int(0, cuda->violations(), "%s: no event of the ended context is "
+           "used, recorded, waited on or destroyed %s", how,
+           cuda->violation_log());
+}
+
+/* 3 assertions each. */
+static void pool_after_contexts_end(void)
+{
+    cai_fence_t *fence;
+    CUcontext ctx = NULL;
+
+    cuda->reset();
+    cuda->add_stream(0x7000, 0);
+    cuda->add_stream(0x7100, 0);
+    fence = warm_on(0x7000, 0x7100, 0);
+    device_reset();
+    cuda->add_stream(0x7200, 0);
+    cuda->add_stream(0x7300, 0);
+    after_the_end(fence, 0x7200, 0x7300, 0, "cudaDeviceReset");
+
+    cuda->reset();
+    ctx = cuda->create_context(1);
+    cuda->add_stream_on_context(0x7400, ctx);
+    cuda->add_stream_on_context(0x7500, ctx);
+    fence = warm_on(0x7400, 0x7500, 1);
+    ctx_destroy(ctx);
+    ctx = cuda->create_context(1);
+    cuda->add_stream_on_context(0x7600, ctx);
+    cuda->add_stream_on_context(0x7700, ctx);
+    after_the_end(fence, 0x7600, 0x7700, 1, "cuCtxDestroy");
+
+    cuda->reset();
+    primary_retain(&ctx, 2);
+    cuda->add_stream_on_context(0x7800, ctx);
+    cuda->add_stream_on_context(0x7900, ctx);
+    fence = warm_on(0x7800, 0x7900, 2);
+    primary_release(2);
+    primary_retain(&ctx, 2);
+    cuda->add_stream_on_context(0x7a00, ctx);
+    cuda->add_stream_on_context(0x7b00, ctx);
+    after_the_end(fence, 0x7a00, 0x7b00, 2, "primary released to zero");
+    primary_release(2);
+}
+
 int main(void)
 {
     /* The pool on, as users have it. */
     setenv("CAIBRIDGE_EVENT_POOL", "8", 1);
     cuda = use_double();
-    plan(13 + 2 * 14 + 4 + 2 + 4 + 1 + 3);
+    plan(13 + 2 * 14 + 4 + 2 + 4 + 1 + 3 + 3 * 3);
+    bind_enders();
     pool_setting();
     release_does_not_block(0, "producer on a handle");
     release_does_not_block(CAI_STREAM_LEGACY, "producer on stream 1");
@@ -287,6 +400,7 @@ int main(void)
     context_save_fails();
     context_switch_fails();
     thread_identity();
+    pool_after_contexts_end();
     cuda->reset();
     return 0;
 }
