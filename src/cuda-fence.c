@@ -357,6 +357,7 @@ int cai_fence_synchronize(const cai_fence_t *fence, cai_error_t *err)
  */
 struct pending {
     struct cai_fence back;
+    int fresh; /* recorded in this very operation: its context lives */
     void *owner;
     cai_release_fn release;
     struct pending *next;
@@ -416,6 +417,10 @@ int cai_fence_release(const cai_fence_t *fence, intptr_t consumer_stream,
     return op_finish(&op, "producer's", refusal, err);
 }
 
+static struct pending *take_done(struct op *op, int wait);
+static void run_done(struct op *op, struct pending *done, int *status,
+                     const char *refusal, cai_error_t *err);
+
 int cai_fence_release_owner(const cai_fence_t *fence, intptr_t consumer_stream,
                             unsigned flags, void *owner,
                             cai_release_fn release, cai_error_t *err)
@@ -440,6 +445,7 @@ int cai_fence_release_owner(const cai_fence_t *fence, intptr_t consumer_stream,
                           cai_rt.event_synchronize(back.event));
         } else if ((p = malloc(sizeof *p)) != NULL) {
             p->back = back;
+            p->fresh = 1;
             p->owner = owner;
             p->release = release;
             back.event = NULL;
@@ -450,7 +456,6 @@ int cai_fence_release_owner(const cai_fence_t *fence, intptr_t consumer_stream,
         }
     }
     destroy_in(&op, &back);
-    rc = op_finish(&op, "consumer's", refusal, err);
     if (p != NULL) {
         pthread_mutex_lock(&pending_lock);
         p->next = pending_head;
@@ -458,8 +463,23 @@ int cai_fence_release_owner(const cai_fence_t *fence, intptr_t consumer_stream,
         __atomic_add_fetch(&pending_count, 1, __ATOMIC_RELEASE);
         pthread_mutex_unlock(&pending_lock);
     } else if (release != NULL) {
-        release(owner);
+        /* Nothing to wait for (or a failure): after the restore. */
+        p = malloc(sizeof *p);
+        if (p == NULL) {
+            rc = op_finish(&op, "consumer's", refusal, err);
+            release(owner);
+            return rc;
+        }
+        memset(p, 0, sizeof *p);
+        p->owner = owner;
+        p->release = release;
+        run_done(&op, p, &rc, refusal, err);
+        return rc;
     }
+    /* The first poll, in this same operation: this release (often a
+     * short kernel, done by now) and the earlier ones. */
+    run_done(&op, op.call == NULL ? take_done(&op, 0) : NULL, &rc, refusal,
+             err);
     return rc;
 }
 
@@ -473,13 +493,14 @@ static struct pending *take_done(struct op *op, int wait)
 
     pthread_mutex_lock(&pending_lock);
     for (at = &pending_head; (p = *at) != NULL;) {
-        if (!fence_context_alive(&p->back)) {
+        if (!p->fresh && !fence_context_alive(&p->back)) {
             rc = cudaSuccess; /* its work went with its context */
         } else {
             cai_enter_fence_context(op, &p->back);
-            rc = wait ? cai_rt.event_synchronize(p->back.event)
+                rc = wait ? cai_rt.event_synchronize(p->back.event)
                       : cai_rt.event_query(p->back.event);
         }
+        p->fresh = 0;
         if (rc == cudaErrorNotReady) {
             not_ready = 1;
             at = &p->next;
@@ -501,9 +522,27 @@ static struct pending *take_done(struct op *op, int wait)
     return done;
 }
 
+/* Ends op (its status in *status) with done's events destroyed or pooled,
+ * then runs their owners' releases, after the caller's context is back and
+ * outside the lock: a release callback may call caibridge again. */
+static void run_done(struct op *op, struct pending *done, int *status,
+                     const char *refusal, cai_error_t *err)
+{
+    struct pending *p;
+
+    for (p = done; p != NULL; p = p->next)
+        destroy_in(op, &p->back);
+    *status = op_finish(op, "consumer's", refusal, err);
+    while ((p = done) != NULL) {
+        done = p->next;
+        if (p->release != NULL)
+            p->release(p->owner);
+        free(p);
+    }
+}
+
 int cai_release_poll(int wait, cai_error_t *err)
 {
-    struct pending *done, *p;
     struct op op;
     int status;
 
@@ -512,21 +551,10 @@ int cai_release_poll(int wait, cai_error_t *err)
     status = cai_op_begin(&op, "stream", err);
     if (status != 0)
         return status;
-    (void)cai_ctx_save(&op);
-    done = take_done(&op, wait);
     /* A failed query is reported, but its release goes ahead: a sticky
      * error means the consumer's work will never run. */
-    for (p = done; p != NULL; p = p->next)
-        destroy_in(&op, &p->back);
-    status = op_finish(&op, "consumer's", NULL, err);
-    /* The owners go after the caller's context is back, outside the
-     * lock: a release callback may call caibridge again. */
-    while ((p = done) != NULL) {
-        done = p->next;
-        if (p->release != NULL)
-            p->release(p->owner);
-        free(p);
-    }
+    (void)cai_ctx_save(&op);
+    run_done(&op, take_done(&op, wait), &status, NULL, err);
     return status;
 }
 
@@ -537,6 +565,11 @@ int cai_fence_destroy(cai_fence_t *fence, cai_error_t *err)
 
     if (fence == NULL)
         return cai_ok(err);
+    /* Back to the pool: no CUDA call at all. */
+    if (fence->event == NULL || cai_event_give(fence)) {
+        free(fence);
+        return cai_ok(err);
+    }
     status = cai_op_begin(&op, "stream", err);
     if (status == 0) {
         /* Destroyed even when the save fails: an event never leaks. */

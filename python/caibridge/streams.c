@@ -237,11 +237,10 @@ void release_edge(void *p)
     if (!release_blocks) {
         /* Nothing blocks: edge_done runs now (nothing to wait for, or a
          * failure, which a deleter cannot report) or at a poll, the first
-         * right away, for this release and the earlier ones. */
+         * in this call, for this release and the earlier ones. */
         rc = cai_fence_release_owner(e->fence, e->consumer, 0, e, edge_done,
                                      &err);
         (void)rc;
-        poll_releases();
         return;
     }
     /* The host waits: the thread lets go of the interpreter meanwhile;

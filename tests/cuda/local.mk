@@ -85,7 +85,7 @@ CAI_CUDA_PYTHON_TESTS = tests/cuda/test_stream_order.py \
 	tests/cuda/test_cuda_bridge.py tests/cuda/test_exchange_streams.py \
 	tests/cuda/test_streams.py tests/cuda/test_runtime_search.py \
 	tests/cuda/test_race.py tests/cuda/test_gil.py \
-	tests/cuda/test_release.py
+	tests/cuda/test_release.py tests/cuda/test_calls.py
 EXTRA_DIST += $(CAI_CUDA_PYTHON_TESTS) tests/cuda/test_no_cuda.py \
 	tests/cuda/timeline_double.py
 if HAVE_PYTHON

@@ -171,10 +171,14 @@ static void context_save_fails(void)
     cai_error_t err;
     int i, before = warm(), failed = 0;
 
+    /* Fences recorded in a capture: never pooled, so each destroy makes
+     * CUDA calls. */
     for (i = 0; i < ROUNDS * 8; i++) {
         reset_with_streams(cuda);
+        cuda->begin_capture(PRODUCER_STREAM, 9);
         if (cai_fence_record(&desc, &fence, &err) != 0)
             continue;
+        cuda->end_capture(PRODUCER_STREAM);
         cuda->fail("cuCtxGetCurrent", 999);
         failed += cai_fence_destroy(fence, &err) != 0;
     }
