@@ -56,6 +56,15 @@ static int capture_id(struct op *op, intptr_t stream, unsigned long long *id)
     return cai_op_failed(op, "cudaStreamGetCaptureInfo", rc) ? -1 : 0;
 }
 
+/* Whether the runtime sees a driver (asked only when none is bound). */
+static int driver_present(void)
+{
+    int version = 0;
+
+    return cai_rt.driver_get_version(&version) == cudaSuccess &&
+           version != 0;
+}
+
 /* Records an event on stream into fence (zeroed by the caller) within op;
  * fence->event stays NULL when there is nothing to wait for. */
 static int record_in(struct op *op, intptr_t stream, DLDevice device,
@@ -68,6 +77,12 @@ static int record_in(struct op *op, intptr_t stream, DLDevice device,
     fence->stream = stream;
     fence->device = device;
     fence->thread = cai_thread_id();
+    /* Host-accessible memory and no driver: no context ever held work on
+     * it, so there is nothing to wait for and the host reads at once.
+     * Device memory without a driver is an error, said by the calls. */
+    if (!op->have_saved && device.device_type != kDLCUDA &&
+        !driver_present())
+        return 0;
     /* The event must be made in the stream's own context. */
     if (cai_enter_stream_context(op, stream, device, NULL, 1, &none) != 0)
         return -1;

@@ -15,6 +15,10 @@ int cai_event_pool_parse(const char *value, int *size);
 /* Releases whose consumer's work has not finished yet (cuda-fence.c). */
 long cai_release_pending_count(void);
 
+/* The driver entry points the found driver lacks, each ended by a NUL and
+ * the list by another ("" when none, or no driver at all); cuda-runtime.c. */
+const char *cai_cuda_driver_missing(void);
+
 /* An identity of the calling thread that no other thread ever gets (a
  * pthread_t is reused once its thread has exited); stream.c. */
 unsigned long long cai_thread_id(void);

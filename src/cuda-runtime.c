@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "cuda-internal.h"
+#include "cuda-release.h"
 #include "cuda-search.h"
 
 #ifdef HAVE_CUDA
@@ -460,6 +461,35 @@ int cai_cuda_runtime_info(char *path, size_t size, const char **how,
     return cai_ok(err);
 }
 
+/* The driver entry points a driver lacks, each followed by a NUL, the list
+ * by another: such a driver is not bound (contexts could not be saved and
+ * put back), and python -m caibridge says why.  Written once, under
+ * driver_once. */
+static char driver_missing[512];
+
+static void note_missing_driver(void *handle)
+{
+    size_t i, used = 0, n;
+
+    for (i = 0; i < sizeof driver_entry_points / sizeof *driver_entry_points;
+         i++) {
+        if (dlsym(handle, driver_entry_points[i].name) != NULL)
+            continue;
+        n = strlen(driver_entry_points[i].name) + 1;
+        if (used + n + 1 > sizeof driver_missing)
+            break;
+        memcpy(driver_missing + used, driver_entry_points[i].name, n);
+        used += n;
+    }
+    driver_missing[used] = '\0';
+}
+
+const char *cai_cuda_driver_missing(void)
+{
+    (void)cai_have_driver();
+    return driver_missing;
+}
+
 /* The driver comes from the runtime's own file when it has the entry points
  * (the test double does), else from libcuda.so.1.  Without it there is no
  * CUDA context to protect, and the runtime's calls report the problem. */
@@ -475,8 +505,10 @@ static void load_driver(void)
         return;
     memset(&table, 0, sizeof table);
     if (bind_all(handle, driver_entry_points, sizeof driver_entry_points /
-                 sizeof *driver_entry_points, &table, &missing) != 0)
+                 sizeof *driver_entry_points, &table, &missing) != 0) {
+        note_missing_driver(handle);
         return;
+    }
     /* cuInit creates no context; a stub or broken driver leaves us with
      * the runtime's calls, which say what is wrong. */
     if (table.init(0) != CUDA_SUCCESS)
@@ -516,6 +548,11 @@ int cai_cuda_headers_version(void)
 }
 
 #else /* !HAVE_CUDA */
+
+const char *cai_cuda_driver_missing(void)
+{
+    return "";
+}
 
 int cai_cuda_headers_version(void)
 {

@@ -69,11 +69,28 @@ static PyObject *runtime_info(PyObject *module, PyObject *unused)
     cai_error_t err;
     int version;
 
+    PyObject *info, *missing;
+    const char *name;
+
     if (cai_cuda_runtime_info(path, sizeof path, &how, &version, &err) != 0)
         return raise_status(PyModule_GetState(module), &err);
-    return Py_BuildValue("{s:O&,s:s,s:i}", "path",
-                         PyUnicode_DecodeFSDefault, path, "how", how,
-                         "version", version);
+    info = Py_BuildValue("{s:O&,s:s,s:i}", "path", PyUnicode_DecodeFSDefault,
+                         path, "how", how, "version", version);
+    /* A driver lacking an entry point is not bound: say which. */
+    missing = info == NULL ? NULL : PyList_New(0);
+    for (name = cai_cuda_driver_missing(); missing != NULL && *name != '\0';
+         name += strlen(name) + 1) {
+        PyObject *s = PyUnicode_FromString(name);
+
+        if (s == NULL || PyList_Append(missing, s) != 0)
+            Py_CLEAR(missing);
+        Py_XDECREF(s);
+    }
+    if (missing == NULL ||
+        PyDict_SetItemString(info, "driver_missing", missing) != 0)
+        Py_CLEAR(info);
+    Py_XDECREF(missing);
+    return info;
 }
 
 static PyObject *build_info(PyObject *module, PyObject *unused)

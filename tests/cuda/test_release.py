@@ -153,3 +153,49 @@ def test_event_pool_setting_not_understood(value):
 def test_release_setting(value, warned):
     lines = env_run(CAIBRIDGE_RELEASE=value)
     assert bool(lines) == warned, lines
+
+
+NO_DRIVER = r'''
+import numpy as np, caibridge
+host = np.arange(4, dtype=np.float32)
+class Labelled:
+    def __init__(self, stream):
+        self.__cuda_array_interface__ = {
+            "data": (host.ctypes.data, False), "shape": (4,),
+            "typestr": "<f4", "version": 3, "stream": stream}
+try:
+    info = caibridge.cuda_runtime_info()
+except caibridge.CUDAError as e:
+    print("no runtime:", e)
+    raise SystemExit
+print("driver_missing", info["driver_missing"])
+for stream in (None, 1, 2):
+    for kind in (3, 13):                    # kDLCUDAHost, kDLCUDAManaged
+        view = caibridge.as_dlpack(Labelled(stream), device=(kind, 0))
+        print(stream, kind, np.from_dlpack(view).tolist())
+'''
+
+
+def test_no_driver_no_wait():
+    """With no CUDA driver no work was ever queued: a host reader of memory
+    labelled pinned or managed reads it, whatever stream the producer
+    names, and no call fails."""
+    env = dict(os.environ)
+    env.pop("CAIBRIDGE_CUDART", None)
+    out = subprocess.run([sys.executable, "-c", NO_DRIVER], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    if lines[0].startswith("no runtime:"):
+        pytest.skip("no CUDA runtime is installed for this Python: "
+                    + lines[0])
+    if _driver_answers():
+        pytest.skip("a CUDA driver answers here; this case needs a machine "
+                    "without one")
+    assert lines[0] == "driver_missing []"
+    assert lines[1:] == [f"{s} {k} [0.0, 1.0, 2.0, 3.0]"
+                         for s in ("None", "1", "2") for k in (3, 13)]
+
+
+def _driver_answers():
+    return os.path.exists("/dev/nvidiactl")
