@@ -799,6 +799,8 @@ CUresult CUDAAPI cuCtxGetDevice(CUdevice *device)
     return (CUresult)leave(rc, "cuCtxGetDevice()", result);
 }
 
+/* Left out of the partial-driver build, as an old or broken driver would. */
+#ifndef DOUBLE_PARTIAL_DRIVER
 CUresult CUDAAPI cuStreamGetCtx(CUstream stream, CUcontext *pctx)
 {
     cudaError_t rc;
@@ -827,6 +829,7 @@ CUresult CUDAAPI cuStreamGetCtx(CUstream stream, CUcontext *pctx)
              stream_text((cudaStream_t)stream, st));
     return (CUresult)leave(rc, call, context_text(c, cx));
 }
+#endif
 
 static const char *attribute_text(CUpointer_attribute attribute)
 {

@@ -33,6 +33,12 @@ tests_cuda_libcudart_double_la_SOURCES = tests/cuda/cudart-double.c \
 tests_cuda_libcudart_double_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_cuda_libcudart_double_la_LDFLAGS = -module -avoid-version -shared \
 	-rpath /nowhere
+# The same double without cuStreamGetCtx: a driver lacking an entry point.
+check_LTLIBRARIES += tests/cuda/libcudart-partial.la
+tests_cuda_libcudart_partial_la_SOURCES = $(tests_cuda_libcudart_double_la_SOURCES)
+tests_cuda_libcudart_partial_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) \
+	-DDOUBLE_PARTIAL_DRIVER
+tests_cuda_libcudart_partial_la_LDFLAGS = $(tests_cuda_libcudart_double_la_LDFLAGS)
 
 CUDA_DOUBLE_TESTS = \
 	tests/cuda/order-t \
