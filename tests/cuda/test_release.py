@@ -199,3 +199,21 @@ def test_no_driver_no_wait():
 
 def _driver_answers():
     return os.path.exists("/dev/nvidiactl")
+
+
+def test_partial_driver_is_named():
+    """A driver lacking an entry point is not bound (contexts could not be
+    saved and put back), and cuda_runtime_info() says which it lacks."""
+    from test_stream_order import double_path
+    partial = double_path().parent / "libcudart-partial.so"
+    env = dict(os.environ, CAIBRIDGE_CUDART=str(partial))
+    code = ("import caibridge\n"
+            "print(caibridge.cuda_runtime_info()['driver_missing'])\n")
+    out = subprocess.run([sys.executable, "-c", code], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['cuStreamGetCtx']"
+    env["CAIBRIDGE_CUDART"] = str(double_path())
+    out = subprocess.run([sys.executable, "-c", code], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "[]", out.stderr
