@@ -39,6 +39,7 @@ int cai_event_pool_parse(const char *value, int *size)
 
 static struct pool {
     unsigned long long context_id; /* 0: free */
+    CUcontext context;
     int count;
     cudaEvent_t events[CAI_EVENT_POOL_MAX];
 } pools[POOL_CONTEXTS];
@@ -71,19 +72,41 @@ int cai_context_id(struct op *op, CUcontext context, unsigned long long *id)
                : 0;
 }
 
-static struct pool *pool_of(unsigned long long id, int make)
+/* Whether the pool's context still is the one its events were made in. */
+static int pool_alive(const struct pool *p)
 {
-    int i;
+    unsigned long long id = 0;
+
+    return cai_drv.ctx_get_id(p->context, &id) == CUDA_SUCCESS &&
+           id == p->context_id;
+}
+
+/* The pool of context id; with make, a free one (context set) when it has
+ * none, taking back the slot of a context that ended when all are used
+ * (its handles dropped, never destroyed). */
+static struct pool *pool_of(unsigned long long id, CUcontext context,
+                            int make)
+{
+    int i, j;
 
     for (i = 0; i < POOL_CONTEXTS; i++)
         if (pools[i].context_id == id)
             return &pools[i];
-    for (i = 0; make && i < POOL_CONTEXTS; i++)
-        if (pools[i].count == 0) {
-            pools[i].context_id = id;
-            return &pools[i];
+    if (!make)
+        return NULL;
+    for (i = 0; i < POOL_CONTEXTS; i++)
+        if (pools[i].count == 0)
+            break;
+    for (j = 0; i == POOL_CONTEXTS && j < POOL_CONTEXTS; j++)
+        if (!pool_alive(&pools[j])) {
+            pools[j].count = 0;
+            i = j;
         }
-    return NULL;
+    if (i == POOL_CONTEXTS)
+        return NULL;
+    pools[i].context_id = id;
+    pools[i].context = context;
+    return &pools[i];
 }
 
 int cai_event_take(struct op *op, const struct cai_fence *fence,
@@ -94,7 +117,7 @@ int cai_event_take(struct op *op, const struct cai_fence *fence,
     *event = NULL;
     if (fence->context_id != 0 && pooling()) {
         pthread_mutex_lock(&pool_lock);
-        p = pool_of(fence->context_id, 0);
+        p = pool_of(fence->context_id, NULL, 0);
         if (p != NULL && p->count > 0)
             *event = p->events[--p->count];
         pthread_mutex_unlock(&pool_lock);
@@ -119,7 +142,7 @@ int cai_event_give(const struct cai_fence *fence)
         __atomic_load_n(&fence->external, __ATOMIC_ACQUIRE) || !pooling())
         return 0;
     pthread_mutex_lock(&pool_lock);
-    p = pool_of(fence->context_id, 1);
+    p = pool_of(fence->context_id, fence->context, 1);
     if (p != NULL && p->count < limit) {
         p->events[p->count++] = fence->event;
         kept = 1;
@@ -137,7 +160,7 @@ void cai_event_forget(unsigned long long context_id)
      * with it, so their handles are dropped, never destroyed, as another
      * library may own the same handles by now. */
     pthread_mutex_lock(&pool_lock);
-    p = context_id == 0 ? NULL : pool_of(context_id, 0);
+    p = context_id == 0 ? NULL : pool_of(context_id, NULL, 0);
     if (p != NULL) {
         for (i = 0; i < p->count; i++)
             p->events[i] = NULL;

@@ -7,6 +7,8 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -389,12 +391,114 @@ static void pool_after_contexts_end(void)
     primary_release(2);
 }
 
+/* The pool keeps exactly its limit (8): 12 fences destroyed leave 8
+ * pooled, so 12 more create exactly 4 events. */
+static void pool_capacity(void)
+{
+    cai_desc_t desc = producer(PRODUCER_STREAM, kDLCUDA, 0);
+    cai_fence_t *fences[12];
+    cai_error_t err;
+    int i, round;
+
+    for (round = 0; round < 2; round++) {
+        reset_with_streams(cuda);
+        for (i = 0; i < 12; i++)
+            if (cai_fence_record(&desc, &fences[i], &err) != 0)
+                fences[i] = NULL;
+        for (i = 0; i < 12; i++)
+            cai_fence_destroy(fences[i], NULL);
+    }
+    is_int(4, occurrences(cuda->log(), "cudaEventCreateWithFlags"),
+           "pool: 12 fences on a full pool create exactly 4 events");
+}
+
+/* A pool whose context ended is forgotten when one of its events is met:
+ * its slot serves the next context (9 ends, 8 slots). */
+static void pool_slots_come_back(void)
+{
+    cai_desc_t desc;
+    cai_fence_t *fence = NULL;
+    cai_error_t err;
+    long s = 0x8000;
+    int i;
+
+    for (i = 0; i < 9; i++, s += 0x200) {
+        cuda->reset();
+        cuda->add_stream(s, 0);
+        cuda->add_stream(s + 0x100, 0);
+        fence = warm_on(s, s + 0x100, 0);
+        device_reset();
+        cai_fence_destroy(fence, NULL);
+    }
+    cuda->reset();
+    cuda->add_stream(s, 0);
+    cuda->add_stream(s + 0x100, 0);
+    desc = producer(s, kDLCUDA, 0);
+    for (i = 0; i < 3; i++)
+        (void)cai_cuda_order(&desc, s + 0x100, &err);
+    is_int(1, occurrences(cuda->log(), "cudaEventCreateWithFlags"),
+           "pool: after 9 contexts ended, the next one still pools");
+    is_int(0, cuda->violations(), "pool: no violation %s",
+           cuda->violation_log());
+}
+
+/* A poll that switches to an event's context to query it puts the
+ * caller's (none) back. */
+static void poll_restores_the_context(void)
+{
+    cai_desc_t desc = producer(PRODUCER_STREAM, kDLCUDA, 0);
+    cai_fence_t *fence = NULL;
+    cai_error_t err;
+    int gate, rc;
+
+    reset_with_streams(cuda);
+    cuda->timeline_on();
+    rc = cai_fence_record(&desc, &fence, &err);
+    gate = cuda->gate_new();
+    cuda->launch_fill(CONSUMER_STREAM, out, N, 1, gate);
+    released = 0;
+    if (rc == 0)
+        rc = cai_fence_release_owner(fence, CONSUMER_STREAM, 0, NULL,
+                                     count_release, &err);
+    cai_fence_destroy(fence, NULL);
+    cuda->set_current_context(NULL);
+    cuda->gate_open(gate);
+    cuda->drain();
+    rc |= cai_release_poll(0, &err);
+    ok(rc == 0 && released == 1, "poll: the owner went (%d)", released);
+    ok(cuda->current_context() == NULL, "poll: no context left current");
+}
+
+/* In a child forked after CUDA was loaded the parent's pooled events are
+ * never handed out. */
+static void pool_not_kept_after_fork(void)
+{
+    int status = -1;
+    pid_t pid;
+
+    (void)warm();
+    pid = fork();
+    if (pid == 0) {
+        cai_desc_t desc = producer(PRODUCER_STREAM, kDLCUDA, 0);
+        cai_error_t err;
+
+        reset_with_streams(cuda);
+        (void)cai_cuda_order(&desc, CONSUMER_STREAM, &err);
+        _exit(strstr(cuda->log(), "cudaEventCreateWithFlags") != NULL ? 0
+                                                                      : 1);
+    }
+    if (pid > 0)
+        waitpid(pid, &status, 0);
+    ok(pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+       "fork: the child made its own event, none from the parent's pool");
+}
+
 int main(void)
 {
     /* The pool on, as users have it. */
     setenv("CAIBRIDGE_EVENT_POOL", "8", 1);
     cuda = use_double();
-    plan(13 + 2 * 14 + 4 + 2 + 4 + 1 + 3 + 3 * 3);
+    plan(13 + 2 * 14 + 4 + 2 + 4 + 1 + 3 + 3 * 3 + 1 + 2 + 2 + 1);
     bind_enders();
     pool_setting();
     release_does_not_block(0, "producer on a handle");
@@ -405,6 +509,10 @@ int main(void)
     context_switch_fails();
     thread_identity();
     pool_after_contexts_end();
+    pool_capacity();
+    pool_slots_come_back();
+    poll_restores_the_context();
+    pool_not_kept_after_fork();
     cuda->reset();
     return 0;
 }
