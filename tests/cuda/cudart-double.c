@@ -651,6 +651,8 @@ cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event)
     e = need_event(event, &rc);
     if (rc == cudaSuccess && e->captured)
         rc = cudaErrorCapturedEvent;
+    if (rc == cudaSuccess)
+        rc = unsafe_during_capture();
     if (rc == cudaSuccess) {
         e->host_waits++;
         tl_host_wait_event(e);
@@ -695,6 +697,46 @@ cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t event)
     return leave(rc, call, NULL);
 }
 
+/* The calling thread's capture interaction mode (cudaStreamCaptureModeGlobal
+ * at first), as cudaThreadExchangeStreamCaptureMode sets it. */
+static __thread int capture_mode = cudaStreamCaptureModeGlobal;
+
+cudaError_t CUDARTAPI cudaThreadExchangeStreamCaptureMode(
+    enum cudaStreamCaptureMode *mode)
+{
+    cudaError_t rc = enter("cudaThreadExchangeStreamCaptureMode");
+    char call[64];
+    int old = capture_mode;
+
+    if (rc == cudaSuccess) {
+        capture_mode = (int)*mode;
+        *mode = (enum cudaStreamCaptureMode)old;
+    }
+    snprintf(call, sizeof call, "cudaThreadExchangeStreamCaptureMode(%d)",
+             capture_mode);
+    return leave(rc, call, NULL);
+}
+
+/* A blocking call ("potentially unsafe" in CUDA's words) while a capture
+ * started in global mode is under way, from a thread not in relaxed mode:
+ * every such capture is invalidated and the call refused.  The captures
+ * the controls start count as another thread's, in global mode.  Lock
+ * held. */
+cudaError_t unsafe_during_capture(void)
+{
+    cudaError_t rc = cudaSuccess;
+    int i;
+
+    if (capture_mode == cudaStreamCaptureModeRelaxed)
+        return cudaSuccess;
+    for (i = 0; i < stream_count; i++)
+        if (streams[i].capture != 0 && !streams[i].invalidated) {
+            streams[i].invalidated = 1;
+            rc = cudaErrorStreamCaptureUnsupported;
+        }
+    return rc;
+}
+
 cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream)
 {
     cudaError_t rc;
@@ -707,6 +749,8 @@ cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream)
         rc = resolve(stream, &ctx, &s);
     if (rc == cudaSuccess && s != NULL && s->capture != 0)
         rc = cudaErrorStreamCaptureUnsupported;
+    if (rc == cudaSuccess)
+        rc = unsafe_during_capture();
     if (rc == cudaSuccess)
         tl_host_wait_stream(stream);
     snprintf(call, sizeof call, "cudaStreamSynchronize(%s)",

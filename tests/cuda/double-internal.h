@@ -104,6 +104,7 @@ cudaError_t resolve(cudaStream_t stream, struct context **ctx,
                     struct stream **entry);
 struct event *live_event(cudaEvent_t handle);
 struct event *need_event(cudaEvent_t handle, cudaError_t *rc);
+cudaError_t unsafe_during_capture(void);
 cudaError_t enter(const char *call);
 cudaError_t leave(cudaError_t rc, const char *call, const char *result);
 struct pointer *find_pointer(const void *ptr);

@@ -486,6 +486,8 @@ cudaError_t CUDARTAPI cudaDeviceSynchronize(void)
     cudaError_t rc = enter("cudaDeviceSynchronize");
 
     if (rc == cudaSuccess)
+        rc = unsafe_during_capture();
+    if (rc == cudaSuccess)
         host_wait_all(need_context()->device);
     return leave(rc, "cudaDeviceSynchronize()", NULL);
 }
