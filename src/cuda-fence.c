@@ -13,6 +13,55 @@
 
 #ifdef HAVE_CUDA
 
+/*
+ * Host and device waits run with the thread's capture mode relaxed, and
+ * put back after: in global mode such a call would invalidate a graph
+ * capture that another thread has under way.
+ */
+static enum cudaStreamCaptureMode relax(void)
+{
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+
+    if (cai_rt.thread_exchange_capture_mode != NULL &&
+        cai_rt.thread_exchange_capture_mode(&mode) != cudaSuccess)
+        mode = cudaStreamCaptureModeRelaxed; /* nothing to put back */
+    return mode;
+}
+
+static void unrelax(enum cudaStreamCaptureMode mode)
+{
+    if (cai_rt.thread_exchange_capture_mode != NULL &&
+        mode != cudaStreamCaptureModeRelaxed)
+        (void)cai_rt.thread_exchange_capture_mode(&mode);
+}
+
+static cudaError_t host_wait_event(cudaEvent_t event)
+{
+    enum cudaStreamCaptureMode mode = relax();
+    cudaError_t rc = cai_rt.event_synchronize(event);
+
+    unrelax(mode);
+    return rc;
+}
+
+static cudaError_t host_wait_stream(cudaStream_t stream)
+{
+    enum cudaStreamCaptureMode mode = relax();
+    cudaError_t rc = cai_rt.stream_synchronize(stream);
+
+    unrelax(mode);
+    return rc;
+}
+
+static cudaError_t host_wait_device(void)
+{
+    enum cudaStreamCaptureMode mode = relax();
+    cudaError_t rc = cai_rt.device_synchronize();
+
+    unrelax(mode);
+    return rc;
+}
+
 static int capture_state(struct op *op, intptr_t stream,
                          enum cudaStreamCaptureStatus *state)
 {
@@ -150,7 +199,7 @@ static int wait_in(struct op *op, const cai_fence_t *fence, intptr_t stream,
         if (cai_enter_fence_context(op, fence) != 0)
             return -1;
         return cai_op_failed(op, "cudaEventSynchronize",
-                         cai_rt.event_synchronize(fence->event))
+                         host_wait_event(fence->event))
                    ? -1
                    : 0;
     }
@@ -318,7 +367,7 @@ int cai_synchronize(intptr_t stream, cai_error_t *err)
         cai_enter_stream_context(&op, stream, unknown, NULL, 0, &none) == 0 &&
         !none)
         cai_op_failed(&op, "cudaStreamSynchronize",
-                      cai_rt.stream_synchronize(cai_stream_handle(stream)));
+                      host_wait_stream(cai_stream_handle(stream)));
     return op_finish(&op, "", NULL, err);
 }
 
@@ -338,7 +387,7 @@ static void wait_for_device(struct op *op, const cai_fence_t *fence)
                           device)) ||
         concurrent)
         return;
-    cai_op_failed(op, "cudaDeviceSynchronize", cai_rt.device_synchronize());
+    cai_op_failed(op, "cudaDeviceSynchronize", host_wait_device());
 }
 
 int cai_fence_synchronize(const cai_fence_t *fence, cai_error_t *err)
@@ -359,7 +408,7 @@ int cai_fence_synchronize(const cai_fence_t *fence, cai_error_t *err)
         return status;
     if (cai_ctx_save(&op) == 0 && cai_enter_fence_context(&op, fence) == 0 &&
         !cai_op_failed(&op, "cudaEventSynchronize",
-                       cai_rt.event_synchronize(fence->event)) &&
+                       host_wait_event(fence->event)) &&
         fence->device.device_type == kDLCUDAManaged)
         wait_for_device(&op, fence);
     return op_finish(&op, "producer's", NULL, err);
@@ -457,7 +506,7 @@ int cai_fence_release_owner(const cai_fence_t *fence, intptr_t consumer_stream,
         back.event != NULL) {
         if (flags & CAI_RELEASE_BLOCK) {
             cai_op_failed(&op, "cudaEventSynchronize",
-                          cai_rt.event_synchronize(back.event));
+                          host_wait_event(back.event));
         } else if ((p = malloc(sizeof *p)) != NULL) {
             p->back = back;
             p->fresh = 1;
@@ -467,7 +516,7 @@ int cai_fence_release_owner(const cai_fence_t *fence, intptr_t consumer_stream,
         } else {
             /* No memory to keep it: the host waits instead. */
             cai_op_failed(&op, "cudaEventSynchronize",
-                          cai_rt.event_synchronize(back.event));
+                          host_wait_event(back.event));
         }
     }
     destroy_in(&op, &back);
@@ -512,7 +561,7 @@ static struct pending *take_done(struct op *op, int wait)
             rc = cudaSuccess; /* its work went with its context */
         } else {
             cai_enter_fence_context(op, &p->back);
-                rc = wait ? cai_rt.event_synchronize(p->back.event)
+                rc = wait ? host_wait_event(p->back.event)
                       : cai_rt.event_query(p->back.event);
         }
         p->fresh = 0;

@@ -133,6 +133,9 @@ static int bind_runtime(void *handle, const char *what)
                     missing);
         return -1;
     }
+    /* Optional: host waits relax the thread's capture mode with it. */
+    *(void **)&cai_rt.thread_exchange_capture_mode =
+        dlsym(handle, "cudaThreadExchangeStreamCaptureMode");
     rc = cai_rt.runtime_get_version(&cai_rt_version);
     if (rc != cudaSuccess) {
         set_problem("%s: cudaRuntimeGetVersion failed with CUDA error %d",

@@ -493,12 +493,48 @@ static void pool_not_kept_after_fork(void)
        "fork: the child made its own event, none from the parent's pool");
 }
 
+/* Another thread's graph capture (global mode) survives caibridge's host
+ * and device waits, and this thread's capture mode is put back. */
+static void host_waits_keep_captures(void)
+{
+    cai_desc_t desc = producer(PRODUCER_STREAM, kDLCUDAManaged, 0);
+    cai_fence_t *fence = NULL;
+    cai_error_t err;
+    long other;
+    int rc;
+
+    reset_with_streams(cuda);
+    cuda->set_concurrent_managed_access(0);
+    other = cuda->stream_create(0);
+    cuda->begin_capture(other, 11);
+    rc = cai_fence_record(&desc, &fence, &err);
+    if (rc == 0)
+        rc = cai_fence_synchronize(fence, &err);
+    is_int(CAI_OK, rc, "capture elsewhere: host and device waits (%s)",
+           rc == 0 ? "ok" : err.message);
+    if (rc == 0)
+        rc = cai_fence_release_owner(fence, CONSUMER_STREAM,
+                                     CAI_RELEASE_BLOCK, NULL, NULL, &err);
+    is_int(CAI_OK, rc, "capture elsewhere: a blocking release");
+    ok(occurrences(cuda->log(), "cudaEventSynchronize") == 2 &&
+           occurrences(cuda->log(), "cudaDeviceSynchronize") == 1,
+       "capture elsewhere: the waits were made");
+    is_int(DOUBLE_CAPTURING, cuda->capture_state(other),
+           "capture elsewhere: still valid");
+    is_int(occurrences(cuda->log(), "cudaThreadExchangeStreamCaptureMode(2)"),
+           occurrences(cuda->log(), "cudaThreadExchangeStreamCaptureMode(0)"),
+           "capture elsewhere: the thread's global mode put back each time");
+    cai_fence_destroy(fence, NULL);
+    cuda->end_capture(other);
+    cuda->set_concurrent_managed_access(1);
+}
+
 int main(void)
 {
     /* The pool on, as users have it. */
     setenv("CAIBRIDGE_EVENT_POOL", "8", 1);
     cuda = use_double();
-    plan(13 + 2 * 14 + 4 + 2 + 4 + 1 + 3 + 3 * 3 + 1 + 2 + 2 + 1);
+    plan(13 + 2 * 14 + 4 + 2 + 4 + 1 + 3 + 3 * 3 + 1 + 2 + 2 + 1 + 5);
     bind_enders();
     pool_setting();
     release_does_not_block(0, "producer on a handle");
@@ -513,6 +549,7 @@ int main(void)
     pool_slots_come_back();
     poll_restores_the_context();
     pool_not_kept_after_fork();
+    host_waits_keep_captures();
     cuda->reset();
     return 0;
 }

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from test_race import OLD, NEW, release_all, tl, double  # noqa: F401
-from test_streams import release_capsule
 from timeline_double import (MANAGED, PINNED, CAIArray, PatchedArray,
                              ToDLPack, caibridge)
 
@@ -61,13 +60,15 @@ def test_host_function_before_the_blocking_release(tl):
     src = tl.buffer()
     a = tl.stream()
     view = caibridge.as_dlpack(CAIArray(src, a))
-    capsule = view.__dlpack__(stream=1, max_version=(1, 3))
+    # A CAIView dies holding the GIL (a ctypes call to a deleter would
+    # have let go of it already).
+    keep = [caibridge.from_dlpack(view, stream=1)]
     tl.fill(1, tl.buffer(), NEW, tl.gate(on_host_wait=True))
     ran = []
     tl.host_func(1, lambda: ran.append(1))
     caibridge._core._set_release_blocking(True)
     try:
-        release_capsule(capsule)                    # waits for stream 1
+        keep.clear()                                # waits for stream 1
     finally:
         caibridge._core._set_release_blocking(False)
     assert tl.violations() == "", "the release held the GIL"
