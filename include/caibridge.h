@@ -348,8 +348,11 @@ CAI_API int cai_fence_release(const cai_fence_t *fence,
  *  - at once, on this thread, before this call returns, when there is
  *    nothing to wait for (NULL fence, CAI_STREAM_NO_SYNC, the fence's own
  *    stream handle, no CUDA context on a default stream) or on failure;
- *  - later, inside a cai_release_poll call, on the thread making it, once
- *    the event has completed (or its context is gone);
+ *  - later, once the event has completed (or its context is gone), inside
+ *    the first cai_release_poll or cai_fence_release_owner call that finds
+ *    it so, on the thread making that call (this very call polls too),
+ *    after the caller's CUDA context is put back and with no lock held, so
+ *    release may call caibridge again;
  * with CAI_RELEASE_BLOCK the host waits for the event here and release
  * runs before this call returns.  The fence may be destroyed as soon as
  * this returns.  consumer_stream follows cai_fence_release's rule.
