@@ -186,12 +186,13 @@ void poll_releases(void)
 }
 
 /* CAIBRIDGE_RELEASE=block (config.c): the host waits at release for the
- * consumer's work, so the producer may write in place right after. */
+ * consumer's work, so the producer may write in place right after.
+ * Atomic: free-threaded builds may release on any thread. */
 static int release_blocks;
 
 void set_release_blocking(int on)
 {
-    release_blocks = on;
+    __atomic_store_n(&release_blocks, on, __ATOMIC_RELAXED);
 }
 
 /*
@@ -234,7 +235,7 @@ void release_edge(void *p)
         edge_done(e);
         return;
     }
-    if (!release_blocks) {
+    if (!__atomic_load_n(&release_blocks, __ATOMIC_RELAXED)) {
         /* Nothing blocks: edge_done runs now (nothing to wait for, or a
          * failure, which a deleter cannot report) or at a poll, the first
          * in this call, for this release and the earlier ones. */
