@@ -142,8 +142,9 @@ static int record_in(struct op *op, intptr_t stream, DLDevice device,
         return -1;
     fence->context = op->now;
     fence->have_context = op->have_saved;
-    if (!fence->captured &&
-        cai_context_id(op, fence->context, &fence->context_id) != 0)
+    /* Also for a captured event, never pooled: its liveness is told by
+     * the id. */
+    if (cai_context_id(op, fence->context, &fence->context_id) != 0)
         return -1;
     pooled = cai_event_take(op, fence, &fence->event);
     if (pooled < 0)

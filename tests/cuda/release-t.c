@@ -391,6 +391,28 @@ static void pool_after_contexts_end(void)
     primary_release(2);
 }
 
+/* A fence that cannot go back to the pool (recorded in a capture) and
+ * outlives its context: its dead event is dropped, not destroyed. */
+static void unpooled_fence_after_reset(void)
+{
+    cai_desc_t desc;
+    cai_fence_t *fence = NULL;
+    cai_error_t err;
+    int rc;
+
+    cuda->reset();
+    cuda->add_stream(0x9000, 0);
+    desc = producer(0x9000, kDLCUDA, 0);
+    cuda->begin_capture(0x9000, 12);
+    rc = cai_fence_record(&desc, &fence, &err);
+    cuda->end_capture(0x9000);
+    device_reset();
+    cai_fence_destroy(fence, NULL);
+    ok(rc == 0 && cuda->violations() == 0, "a captured fence after a reset: "
+       "destroyed without touching its dead event %s",
+       cuda->violation_log());
+}
+
 /* The pool keeps exactly its limit (8): 12 fences destroyed leave 8
  * pooled, so 12 more create exactly 4 events. */
 static void pool_capacity(void)
@@ -534,7 +556,7 @@ int main(void)
     /* The pool on, as users have it. */
     setenv("CAIBRIDGE_EVENT_POOL", "8", 1);
     cuda = use_double();
-    plan(13 + 2 * 14 + 4 + 2 + 4 + 1 + 3 + 3 * 3 + 1 + 2 + 2 + 1 + 5);
+    plan(13 + 2 * 14 + 4 + 2 + 4 + 1 + 3 + 3 * 3 + 1 + 2 + 2 + 1 + 5 + 1);
     bind_enders();
     pool_setting();
     release_does_not_block(0, "producer on a handle");
@@ -545,6 +567,7 @@ int main(void)
     context_switch_fails();
     thread_identity();
     pool_after_contexts_end();
+    unpooled_fence_after_reset();
     pool_capacity();
     pool_slots_come_back();
     poll_restores_the_context();
