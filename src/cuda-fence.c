@@ -556,6 +556,10 @@ static struct pending *take_done(struct op *op, int wait)
     int not_ready = 0;
     cudaError_t rc;
 
+    /* A query's "not ready" would replace an error the framework has
+     * pending: the poll waits for a later call. */
+    if (!wait && op->pending != cudaSuccess)
+        return NULL;
     pthread_mutex_lock(&pending_lock);
     for (at = &pending_head; (p = *at) != NULL;) {
         if (!p->fresh && !fence_context_alive(&p->back)) {

@@ -413,6 +413,51 @@ static void unpooled_fence_after_reset(void)
        cuda->violation_log());
 }
 
+/* An event of a failed step is destroyed, not given back to the pool. */
+static void failed_step_not_pooled(void)
+{
+    cai_desc_t desc = producer(PRODUCER_STREAM, kDLCUDA, 0);
+    cai_error_t err;
+    int rc;
+
+    (void)warm();
+    reset_with_streams(cuda);
+    cuda->fail("cudaStreamWaitEvent", 999);
+    rc = cai_cuda_order(&desc, CONSUMER_STREAM, &err);
+    ok(rc != 0 && occurrences(cuda->log(), "cudaEventDestroy") == 1,
+       "a failed wait: its event destroyed, not pooled");
+}
+
+/* A poll that finds a release not done leaves alone an error the
+ * framework had pending (and clears only its own "not ready"). */
+static void poll_keeps_a_pending_error(void)
+{
+    cai_desc_t desc = producer(PRODUCER_STREAM, kDLCUDA, 0);
+    cai_fence_t *fence = NULL;
+    cai_error_t err;
+    int gate, rc;
+
+    reset_with_streams(cuda);
+    cuda->timeline_on();
+    rc = cai_fence_record(&desc, &fence, &err);
+    gate = cuda->gate_new();
+    cuda->launch_fill(CONSUMER_STREAM, out, N, 1, gate);
+    released = 0;
+    if (rc == 0)
+        rc = cai_fence_release_owner(fence, CONSUMER_STREAM, 0, NULL,
+                                     count_release, &err);
+    cai_fence_destroy(fence, NULL);
+    cuda->set_pending_error(cudaErrorInvalidConfiguration);
+    rc |= cai_release_poll(0, &err);
+    is_int(cudaErrorInvalidConfiguration, cuda->pending_error(),
+           "poll: the framework's pending error is left");
+    cuda->gate_open(gate);
+    cuda->drain();
+    cuda->set_pending_error(cudaSuccess);
+    rc |= cai_release_poll(0, &err);
+    ok(rc == 0 && released == 1, "poll: then the owner went");
+}
+
 /* The pool keeps exactly its limit (8): 12 fences destroyed leave 8
  * pooled, so 12 more create exactly 4 events. */
 static void pool_capacity(void)
@@ -556,7 +601,7 @@ int main(void)
     /* The pool on, as users have it. */
     setenv("CAIBRIDGE_EVENT_POOL", "8", 1);
     cuda = use_double();
-    plan(13 + 2 * 14 + 4 + 2 + 4 + 1 + 3 + 3 * 3 + 1 + 2 + 2 + 1 + 5 + 1);
+    plan(13 + 2 * 14 + 4 + 2 + 4 + 1 + 3 + 3 * 3 + 1 + 2 + 2 + 1 + 5 + 1 + 1 + 2);
     bind_enders();
     pool_setting();
     release_does_not_block(0, "producer on a handle");
@@ -568,6 +613,8 @@ int main(void)
     thread_identity();
     pool_after_contexts_end();
     unpooled_fence_after_reset();
+    failed_step_not_pooled();
+    poll_keeps_a_pending_error();
     pool_capacity();
     pool_slots_come_back();
     poll_restores_the_context();
