@@ -343,9 +343,7 @@ def test_per_thread_consumer_released_elsewhere_is_left(cuda):
     view = view_of(cuda, LEGACY)
     capsule = view.__dlpack__(stream=2)
     cuda.reset()
-    holder = [capsule]
-    del capsule
-    run_on_thread(lambda: holder.clear())
+    run_on_thread(lambda: release_capsule(capsule))
     assert ordering(cuda.log()) == []
     capsule = view.__dlpack__(stream=2)
     cuda.reset()
