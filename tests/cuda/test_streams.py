@@ -343,7 +343,11 @@ def test_per_thread_consumer_released_elsewhere_is_left(cuda):
     view = view_of(cuda, LEGACY)
     capsule = view.__dlpack__(stream=2)
     cuda.reset()
-    run_on_thread(lambda: release_capsule(capsule))
+
+    def elsewhere():
+        cuda._c.set_current_device(0)   # a thread that uses CUDA too
+        release_capsule(capsule)
+    run_on_thread(elsewhere)
     assert ordering(cuda.log()) == []
     capsule = view.__dlpack__(stream=2)
     cuda.reset()
