@@ -436,6 +436,38 @@ long cai_release_pending_count(void)
     return __atomic_load_n(&pending_count, __ATOMIC_ACQUIRE);
 }
 
+static void (*notifier)(void); /* atomic */
+
+void cai_release_set_notifier(void (*fn)(void))
+{
+    __atomic_store_n(&notifier, fn, __ATOMIC_RELEASE);
+}
+
+/* Runs on a CUDA thread when the consumer's stream gets there. */
+static void CUDART_CB notify(void *unused)
+{
+    void (*fn)(void) = __atomic_load_n(&notifier, __ATOMIC_ACQUIRE);
+
+    (void)unused;
+    if (fn != NULL)
+        fn();
+}
+
+/* After a deferred release's record, within op (the consumer's stream's
+ * context current): a host function there tells the notifier, so the
+ * producer goes without a further call.  Best effort: a poll at the next
+ * call covers a failure, whose error is not left behind. */
+static void queue_notice(struct op *op, intptr_t stream)
+{
+    if (__atomic_load_n(&notifier, __ATOMIC_ACQUIRE) == NULL ||
+        cai_rt.launch_host_func == NULL)
+        return;
+    if (cai_rt.launch_host_func(cai_stream_handle(stream), notify, NULL) !=
+            cudaSuccess &&
+        op->pending == cudaSuccess)
+        cai_rt.get_last_error();
+}
+
 /* Records the reverse edge's event on consumer_stream into *back, within
  * op; *refusal says why nothing could be recorded. */
 static int release_record(struct op *op, const cai_fence_t *fence,
@@ -509,6 +541,7 @@ int cai_fence_release_owner(const cai_fence_t *fence, intptr_t consumer_stream,
             cai_op_failed(&op, "cudaEventSynchronize",
                           host_wait_event(back.event));
         } else if ((p = malloc(sizeof *p)) != NULL) {
+            queue_notice(&op, consumer_stream);
             p->back = back;
             p->fresh = 1;
             p->owner = owner;

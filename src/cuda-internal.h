@@ -70,9 +70,11 @@ struct cudart {
     /* Its arguments changed with 12.0 and 13.0: called through the type of
      * the loaded runtime's version (cuda-fence.c). */
     void (*stream_get_capture_info)(void);
-    /* Optional: NULL when the runtime lacks it. */
+    /* Optional: NULL when the runtime lacks them. */
     cudaError_t(CUDARTAPI *thread_exchange_capture_mode)(
         enum cudaStreamCaptureMode *);
+    cudaError_t(CUDARTAPI *launch_host_func)(cudaStream_t, cudaHostFn_t,
+                                             void *);
 };
 
 /* The driver's entry points: the exact current context (NULL included) is

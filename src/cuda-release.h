@@ -15,6 +15,11 @@ int cai_event_pool_parse(const char *value, int *size);
 /* Releases whose consumer's work has not finished yet (cuda-fence.c). */
 long cai_release_pending_count(void);
 
+/* fn is called, on a CUDA thread that must not call CUDA, each time a
+ * consumer's stream reaches the point of a deferred release, so that the
+ * caller can schedule a poll (NULL: none). */
+void cai_release_set_notifier(void (*fn)(void));
+
 /* The driver entry points the found driver lacks, each ended by a NUL and
  * the list by another ("" when none, or no driver at all); cuda-runtime.c. */
 const char *cai_cuda_driver_missing(void);

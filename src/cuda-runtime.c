@@ -136,6 +136,7 @@ static int bind_runtime(void *handle, const char *what)
     /* Optional: host waits relax the thread's capture mode with it. */
     *(void **)&cai_rt.thread_exchange_capture_mode =
         dlsym(handle, "cudaThreadExchangeStreamCaptureMode");
+    *(void **)&cai_rt.launch_host_func = dlsym(handle, "cudaLaunchHostFunc");
     rc = cai_rt.runtime_get_version(&cai_rt_version);
     if (rc != cudaSuccess) {
         set_problem("%s: cudaRuntimeGetVersion failed with CUDA error %d",

@@ -362,6 +362,7 @@ void release_edge(void *p);
 void edge_unused(void *p);
 void poll_releases(void);
 void set_release_blocking(int on);
+void release_notices_on(void);
 int edge_owner(const cai_fence_t *fence, intptr_t consumer, void **owner,
                cai_release_fn *release);
 PyObject *reported_stream(int given, intptr_t s);

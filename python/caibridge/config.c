@@ -198,6 +198,7 @@ int config_init(PyObject *module)
     if (read_release_env() != 0 ||
         PyModule_AddFunctions(module, config_methods) != 0)
         return -1;
+    release_notices_on();
     /* At exit the releases whose consumer is done go, without waiting;
      * the others are left (their owners are leaked once finalizing). */
     poll = PyObject_GetAttrString(module, "_release_poll");

@@ -185,6 +185,29 @@ void poll_releases(void)
         (void)cai_release_poll(0, NULL);
 }
 
+/* A pending call in the main interpreter: the poll, with the GIL. */
+static int pending_poll(void *unused)
+{
+    (void)unused;
+    poll_releases();
+    return 0;
+}
+
+/* Called on a CUDA thread (no Python state, no CUDA calls allowed) when a
+ * consumer's stream passed a deferred release: the poll is scheduled, so
+ * the producer goes with no further call into caibridge.  Not once
+ * finalizing: the releases left then are dropped. */
+static void schedule_poll(void)
+{
+    if (Py_IsInitialized() && !cai_is_finalizing())
+        (void)Py_AddPendingCall(pending_poll, NULL);
+}
+
+void release_notices_on(void)
+{
+    cai_release_set_notifier(schedule_poll);
+}
+
 /* CAIBRIDGE_RELEASE=block (config.c): the host waits at release for the
  * consumer's work, so the producer may write in place right after.
  * Atomic: free-threaded builds may release on any thread. */

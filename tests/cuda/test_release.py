@@ -116,6 +116,34 @@ def test_release_returns_at_once_and_keeps_the_producer(tl):
     assert (out == NEW).all()
 
 
+def test_producer_goes_without_another_call(tl):
+    """Once the consumer's stream has passed the release, a host function
+    there schedules the poll (a pending call of the interpreter): the
+    producer is collected with no further call into caibridge."""
+    src, out = tl.buffer(value=NEW), tl.buffer()
+    a = tl.stream()
+    producer = CAIArray(src, a)
+    alive = weakref.ref(producer)
+    view = caibridge.as_dlpack(producer)
+    del producer
+    keep = [caibridge.from_dlpack(view, stream=LEGACY)]
+    del view
+    gate = tl.gate()
+    tl.copy(LEGACY, out, src, gate)
+    keep.clear()                                    # the release
+    gc.collect()
+    assert alive() is not None
+    tl.open(gate)
+    tl.drain()
+    steps = 0
+    while alive() is not None and steps < 100000:   # bytecodes, not time
+        steps += 1
+        if steps % 1000 == 0:
+            gc.collect()
+    assert alive() is None, "the producer waited for another call"
+    assert (out == NEW).all()
+
+
 ENV_CODE = ("import warnings\n"
             "with warnings.catch_warnings(record=True) as seen:\n"
             "    warnings.simplefilter('always')\n"
