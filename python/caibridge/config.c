@@ -172,7 +172,19 @@ static PyObject *release_blocking(PyObject *module, PyObject *on)
     Py_RETURN_NONE;
 }
 
+/* At exit: no more polls scheduled from CUDA threads (the interpreter is
+ * going), then the releases whose consumer is done go. */
+static PyObject *release_exit(PyObject *module, PyObject *unused)
+{
+    cai_release_set_notifier(NULL);
+    (void)cai_release_poll(0, NULL);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef config_methods[] = {
+    {"_release_exit", release_exit, METH_NOARGS,
+     "_release_exit()\n--\n\nRun at exit: stops scheduling polls and "
+     "drops the producers of finished releases."},
     {"_set_release_blocking", release_blocking, METH_O,
      "_set_release_blocking(on)\n--\n\nAs CAIBRIDGE_RELEASE=block (True) "
      "or poll (False), from now on."},
@@ -201,7 +213,7 @@ int config_init(PyObject *module)
     release_notices_on();
     /* At exit the releases whose consumer is done go, without waiting;
      * the others are left (their owners are leaked once finalizing). */
-    poll = PyObject_GetAttrString(module, "_release_poll");
+    poll = PyObject_GetAttrString(module, "_release_exit");
     atexit = poll == NULL ? NULL : PyImport_ImportModule("atexit");
     rc = atexit == NULL ? NULL
                         : PyObject_CallMethod(atexit, "register", "O", poll);
