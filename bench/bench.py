@@ -634,6 +634,19 @@ def count_cuda_calls(caibridge, path, n=20):
          lambda: caibridge.from_dlpack(view, stream=2)),
         ("from_dlpack(...).__cuda_array_interface__",
          lambda: caibridge.from_dlpack(view).__cuda_array_interface__),
+        # Round trips: made, handed over, consumed and released (the
+        # CAIView dies as the call returns).
+        ("round trip, producer stream -> consumer stream 1",
+         lambda: caibridge.from_dlpack(caibridge.as_dlpack(streamed),
+                                       stream=1)),
+        ("round trip, producer stream -> consumer stream handle",
+         lambda: caibridge.from_dlpack(caibridge.as_dlpack(streamed),
+                                       stream=0x6000)),
+        ("round trip, same stream",
+         lambda: caibridge.from_dlpack(caibridge.as_dlpack(streamed),
+                                       stream=producer_stream)),
+        ("round trip, no producer stream, device looked up",
+         lambda: caibridge.from_dlpack(caibridge.as_dlpack(plain))),
     ]
     rows = []
     sec = "CUDA runtime calls per hand-over (recording double, no GPU)"

@@ -321,20 +321,55 @@ CAI_API int cai_fence_synchronize(const cai_fence_t *fence, cai_error_t *err)
     CAI_WUR;
 
 /*
- * The reverse edge, for when a consumer releases the data: records an event
- * on consumer_stream and makes the producer's stream (the one fence was
- * recorded on) wait for it, so producer work or a stream-ordered allocator
- * reusing the memory cannot overtake the consumer's reads.  Only the
- * producer's default streams (1, and 2 of the recording thread) are named
- * here, as they live as long as their context: a stream handle given when
- * the fence was recorded may have been destroyed since, so for it (and for
- * another thread's per-thread stream) the host waits for the consumer's
- * event instead (this call then blocks).  consumer_stream must exist now.
- * The fence stays the caller's.  NULL fence or CAI_STREAM_NO_SYNC: no call.
+ * The reverse edge, for when a consumer releases the data, without
+ * blocking the host: records an event on consumer_stream, and makes the
+ * producer's stream wait for it on the device only when that stream cannot
+ * have been destroyed: 1, or 2 released on the thread that recorded the
+ * fence.  A producer's stream handle is never named (it may be gone by
+ * now); to keep the producer's memory until the consumer's work is done,
+ * use cai_fence_release_owner.  consumer_stream must exist now: name only
+ * a stream that cannot have been destroyed (1, 2 of this thread, or a
+ * handle whose owner you hold).  The fence stays the caller's.  NULL fence
+ * or CAI_STREAM_NO_SYNC: no call.  A consumer stream capturing a CUDA
+ * graph is refused (CAI_EUNSUPPORTED).
  */
 CAI_API int cai_fence_release(const cai_fence_t *fence,
                               intptr_t consumer_stream, cai_error_t *err)
     CAI_WUR;
+
+/* cai_fence_release_owner: the host waits for the consumer's work before
+ * release runs (for producers that write in place right after). */
+#define CAI_RELEASE_BLOCK 1u
+
+/*
+ * The reverse edge for a producer's owner: records an event on
+ * consumer_stream and keeps owner until that event has completed, when
+ * release(owner) runs.  Nothing blocks: release runs
+ *  - at once, on this thread, before this call returns, when there is
+ *    nothing to wait for (NULL fence, CAI_STREAM_NO_SYNC, the fence's own
+ *    stream handle, no CUDA context on a default stream) or on failure;
+ *  - later, once the event has completed (or its context is gone), inside
+ *    the first cai_release_poll or cai_fence_release_owner call that finds
+ *    it so, on the thread making that call (this very call polls too),
+ *    after the caller's CUDA context is put back and with no lock held, so
+ *    release may call caibridge again;
+ * with CAI_RELEASE_BLOCK the host waits for the event here and release
+ * runs before this call returns.  The fence may be destroyed as soon as
+ * this returns.  consumer_stream follows cai_fence_release's rule.
+ */
+CAI_API int cai_fence_release_owner(const cai_fence_t *fence,
+                                    intptr_t consumer_stream, unsigned flags,
+                                    void *owner, cai_release_fn release,
+                                    cai_error_t *err) CAI_WUR;
+
+/*
+ * Runs, on the calling thread, the release callbacks of
+ * cai_fence_release_owner whose consumer's work has finished (polled with
+ * cudaEventQuery); with wait nonzero the host waits for all of them first
+ * (at exit).  Without pending releases it makes no CUDA call.  A failed
+ * query is reported, and its owner released all the same.
+ */
+CAI_API int cai_release_poll(int wait, cai_error_t *err);
 
 /*
  * Destroys fence (NULL is allowed) and frees it: the fence is consumed even

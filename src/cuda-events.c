@@ -2,7 +2,9 @@
  * Events kept per context for the next hand-over: once warm, a hand-over
  * records and waits, and creates and destroys no event.  Reusing an event
  * is safe: a wait or host wait already queued refers to the record it saw,
- * not to a later one.
+ * not to a later one.  A context is known by its id (cuCtxGetId), never by
+ * its address, which a new context may get once the old one is destroyed
+ * or reset: the events of a context that is gone are never handed out.
  */
 #include "config.h"
 
@@ -10,49 +12,101 @@
 #include <stdlib.h>
 
 #include "cuda-internal.h"
+#include "cuda-release.h"
+
+int cai_event_pool_parse(const char *value, int *size)
+{
+    long n = 0;
+    const char *p;
+
+    *size = CAI_EVENT_POOL_MAX;
+    if (value == NULL || value[0] == '\0')
+        return 0;
+    for (p = value; *p != '\0'; p++) {
+        if (*p < '0' || *p > '9')
+            return -1;
+        /* Saturates instead of overflowing: anything larger clamps. */
+        if (n <= CAI_EVENT_POOL_MAX)
+            n = n * 10 + (*p - '0');
+    }
+    *size = n > CAI_EVENT_POOL_MAX ? CAI_EVENT_POOL_MAX : (int)n;
+    return 0;
+}
 
 #ifdef HAVE_CUDA
 
 #define POOL_CONTEXTS 8
-#define POOL_EVENTS 8
 
 static struct pool {
+    unsigned long long context_id; /* 0: free */
     CUcontext context;
     int count;
-    cudaEvent_t events[POOL_EVENTS];
+    cudaEvent_t events[CAI_EVENT_POOL_MAX];
 } pools[POOL_CONTEXTS];
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t limit_once = PTHREAD_ONCE_INIT;
-static int limit = POOL_EVENTS;
+static int limit = CAI_EVENT_POOL_MAX;
 
 /* CAIBRIDGE_EVENT_POOL=0 turns the pool off (an event per hand-over, as
- * tools that count events expect); a smaller number keeps fewer. */
+ * tools that count events expect); a smaller number keeps fewer; a value
+ * not understood keeps the default (the Python module warns). */
 static void read_limit(void)
 {
-    const char *value = getenv("CAIBRIDGE_EVENT_POOL");
-
-    if (value != NULL && value[0] != '\0') {
-        limit = atoi(value);
-        if (limit < 0)
-            limit = 0;
-        if (limit > POOL_EVENTS)
-            limit = POOL_EVENTS;
-    }
+    (void)cai_event_pool_parse(getenv("CAIBRIDGE_EVENT_POOL"), &limit);
 }
 
-static struct pool *pool_of(CUcontext context, int make)
+static int pooling(void)
 {
-    int i;
+    pthread_once(&limit_once, read_limit);
+    return limit > 0 && !cai_forked_after_load &&
+           cai_drv.ctx_get_id != NULL;
+}
+
+int cai_context_id(struct op *op, CUcontext context, unsigned long long *id)
+{
+    *id = 0;
+    if (context == NULL || !pooling())
+        return 0;
+    return cai_op_failed(op, "cuCtxGetId", cai_drv.ctx_get_id(context, id))
+               ? -1
+               : 0;
+}
+
+/* Whether the pool's context still is the one its events were made in. */
+static int pool_alive(const struct pool *p)
+{
+    unsigned long long id = 0;
+
+    return cai_drv.ctx_get_id(p->context, &id) == CUDA_SUCCESS &&
+           id == p->context_id;
+}
+
+/* The pool of context id; with make, a free one (context set) when it has
+ * none, taking back the slot of a context that ended when all are used
+ * (its handles dropped, never destroyed). */
+static struct pool *pool_of(unsigned long long id, CUcontext context,
+                            int make)
+{
+    int i, j;
 
     for (i = 0; i < POOL_CONTEXTS; i++)
-        if (pools[i].context == context && (pools[i].count > 0 || make))
+        if (pools[i].context_id == id)
             return &pools[i];
-    for (i = 0; make && i < POOL_CONTEXTS; i++)
-        if (pools[i].count == 0) {
-            pools[i].context = context;
-            return &pools[i];
+    if (!make)
+        return NULL;
+    for (i = 0; i < POOL_CONTEXTS; i++)
+        if (pools[i].count == 0)
+            break;
+    for (j = 0; i == POOL_CONTEXTS && j < POOL_CONTEXTS; j++)
+        if (!pool_alive(&pools[j])) {
+            pools[j].count = 0;
+            i = j;
         }
-    return NULL;
+    if (i == POOL_CONTEXTS)
+        return NULL;
+    pools[i].context_id = id;
+    pools[i].context = context;
+    return &pools[i];
 }
 
 int cai_event_take(struct op *op, const struct cai_fence *fence,
@@ -61,11 +115,10 @@ int cai_event_take(struct op *op, const struct cai_fence *fence,
     struct pool *p;
 
     *event = NULL;
-    pthread_once(&limit_once, read_limit);
-    if (fence->have_context && limit > 0 && !cai_forked_after_load) {
+    if (fence->context_id != 0 && pooling()) {
         pthread_mutex_lock(&pool_lock);
-        p = pool_of(fence->context, 0);
-        if (p != NULL)
+        p = pool_of(fence->context_id, NULL, 0);
+        if (p != NULL && p->count > 0)
             *event = p->events[--p->count];
         pthread_mutex_unlock(&pool_lock);
         if (*event != NULL)
@@ -85,11 +138,11 @@ int cai_event_give(const struct cai_fence *fence)
 
     /* A graph may name a captured event, or one waited on from a capture,
      * at every launch: those are never reused. */
-    if (!fence->have_context || fence->captured || fence->external ||
-        limit == 0 || cai_forked_after_load)
+    if (fence->context_id == 0 || fence->captured ||
+        __atomic_load_n(&fence->external, __ATOMIC_ACQUIRE) || !pooling())
         return 0;
     pthread_mutex_lock(&pool_lock);
-    p = pool_of(fence->context, 1);
+    p = pool_of(fence->context_id, fence->context, 1);
     if (p != NULL && p->count < limit) {
         p->events[p->count++] = fence->event;
         kept = 1;
@@ -98,16 +151,22 @@ int cai_event_give(const struct cai_fence *fence)
     return kept;
 }
 
-void cai_event_forget(CUcontext context)
+void cai_event_forget(unsigned long long context_id)
 {
     struct pool *p;
+    int i;
 
-    /* The context was destroyed and its handle reused (cudaDeviceReset):
-     * its events went with it. */
+    /* The context is gone (an event of it was refused): its events went
+     * with it, so their handles are dropped, never destroyed, as another
+     * library may own the same handles by now. */
     pthread_mutex_lock(&pool_lock);
-    p = pool_of(context, 0);
-    if (p != NULL)
+    p = context_id == 0 ? NULL : pool_of(context_id, NULL, 0);
+    if (p != NULL) {
+        for (i = 0; i < p->count; i++)
+            p->events[i] = NULL;
         p->count = 0;
+        p->context_id = 0;
+    }
     pthread_mutex_unlock(&pool_lock);
 }
 

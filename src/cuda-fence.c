@@ -9,8 +9,58 @@
 #include <string.h>
 
 #include "cuda-internal.h"
+#include "cuda-release.h"
 
 #ifdef HAVE_CUDA
+
+/*
+ * Host and device waits run with the thread's capture mode relaxed, and
+ * put back after: in global mode such a call would invalidate a graph
+ * capture that another thread has under way.
+ */
+static enum cudaStreamCaptureMode relax(void)
+{
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+
+    if (cai_rt.thread_exchange_capture_mode != NULL &&
+        cai_rt.thread_exchange_capture_mode(&mode) != cudaSuccess)
+        mode = cudaStreamCaptureModeRelaxed; /* nothing to put back */
+    return mode;
+}
+
+static void unrelax(enum cudaStreamCaptureMode mode)
+{
+    if (cai_rt.thread_exchange_capture_mode != NULL &&
+        mode != cudaStreamCaptureModeRelaxed)
+        (void)cai_rt.thread_exchange_capture_mode(&mode);
+}
+
+static cudaError_t host_wait_event(cudaEvent_t event)
+{
+    enum cudaStreamCaptureMode mode = relax();
+    cudaError_t rc = cai_rt.event_synchronize(event);
+
+    unrelax(mode);
+    return rc;
+}
+
+static cudaError_t host_wait_stream(cudaStream_t stream)
+{
+    enum cudaStreamCaptureMode mode = relax();
+    cudaError_t rc = cai_rt.stream_synchronize(stream);
+
+    unrelax(mode);
+    return rc;
+}
+
+static cudaError_t host_wait_device(void)
+{
+    enum cudaStreamCaptureMode mode = relax();
+    cudaError_t rc = cai_rt.device_synchronize();
+
+    unrelax(mode);
+    return rc;
+}
 
 static int capture_state(struct op *op, intptr_t stream,
                          enum cudaStreamCaptureStatus *state)
@@ -55,6 +105,15 @@ static int capture_id(struct op *op, intptr_t stream, unsigned long long *id)
     return cai_op_failed(op, "cudaStreamGetCaptureInfo", rc) ? -1 : 0;
 }
 
+/* Whether the runtime sees a driver (asked only when none is bound). */
+static int driver_present(void)
+{
+    int version = 0;
+
+    return cai_rt.driver_get_version(&version) == cudaSuccess &&
+           version != 0;
+}
+
 /* Records an event on stream into fence (zeroed by the caller) within op;
  * fence->event stays NULL when there is nothing to wait for. */
 static int record_in(struct op *op, intptr_t stream, DLDevice device,
@@ -66,7 +125,13 @@ static int record_in(struct op *op, intptr_t stream, DLDevice device,
 
     fence->stream = stream;
     fence->device = device;
-    fence->thread = pthread_self();
+    fence->thread = cai_thread_id();
+    /* Host-accessible memory and no driver: no context ever held work on
+     * it, so there is nothing to wait for and the host reads at once.
+     * Device memory without a driver is an error, said by the calls. */
+    if (!op->have_saved && device.device_type != kDLCUDA &&
+        !driver_present())
+        return 0;
     /* The event must be made in the stream's own context. */
     if (cai_enter_stream_context(op, stream, device, NULL, 1, &none) != 0)
         return -1;
@@ -77,26 +142,36 @@ static int record_in(struct op *op, intptr_t stream, DLDevice device,
         return -1;
     fence->context = op->now;
     fence->have_context = op->have_saved;
+    /* Also for a captured event, never pooled: its liveness is told by
+     * the id. */
+    if (cai_context_id(op, fence->context, &fence->context_id) != 0)
+        return -1;
     pooled = cai_event_take(op, fence, &fence->event);
     if (pooled < 0)
         return -1;
     rc = cai_rt.event_record(fence->event, cai_stream_handle(stream));
-    if (pooled && rc == cudaErrorInvalidResourceHandle) {
-        /* Its context was reset since: the pool is dropped, and a new
-         * event made; the failure was ours, not pending before. */
-        if (op->pending == cudaSuccess)
-            cai_rt.get_last_error();
-        cai_event_forget(fence->context);
-        if (cai_event_take(op, fence, &fence->event) < 0)
-            return -1;
-        rc = cai_rt.event_record(fence->event, cai_stream_handle(stream));
-    }
     if (cai_op_failed(op, "cudaEventRecord", rc)) {
+        /* Ours either way (a pooled event belongs to this very context,
+         * known by its id): destroyed, never left behind. */
         cai_rt.event_destroy(fence->event);
         fence->event = NULL;
         return -1;
     }
     return 0;
+}
+
+/* Whether the fence's context is still the one its event was made in: a
+ * context destroyed or reset since took its events with it, and their
+ * handles may be another library's by now.  Unknown ids count as alive. */
+static int fence_context_alive(const cai_fence_t *fence)
+{
+    unsigned long long id = 0;
+
+    if (fence->context_id == 0)
+        return 1;
+    /* A driver call: it leaves no runtime error behind. */
+    return cai_drv.ctx_get_id(fence->context, &id) == CUDA_SUCCESS &&
+           id == fence->context_id;
 }
 
 
@@ -113,6 +188,9 @@ static int wait_in(struct op *op, const cai_fence_t *fence, intptr_t stream,
     *refusal = NULL;
     if (fence->event == NULL)
         return 0;
+    /* Its context is gone, and its work with it: nothing to wait for. */
+    if (!fence_context_alive(fence))
+        return 0;
     if (cai_enter_stream_context(op, stream, fence->device, known, 0, &none) != 0)
         return -1;
     if (none) {
@@ -122,7 +200,7 @@ static int wait_in(struct op *op, const cai_fence_t *fence, intptr_t stream,
         if (cai_enter_fence_context(op, fence) != 0)
             return -1;
         return cai_op_failed(op, "cudaEventSynchronize",
-                         cai_rt.event_synchronize(fence->event))
+                         host_wait_event(fence->event))
                    ? -1
                    : 0;
     }
@@ -155,7 +233,8 @@ static int wait_in(struct op *op, const cai_fence_t *fence, intptr_t stream,
         flags = cudaEventWaitExternal;
         /* Bookkeeping, not the fence's meaning: a graph node names the
          * event from now on, so it must never be reused. */
-        ((struct cai_fence *)(uintptr_t)fence)->external = 1;
+        __atomic_store_n(&((struct cai_fence *)(uintptr_t)fence)->external,
+                         1, __ATOMIC_RELEASE);
     }
     if (*refusal != NULL)
         return 0;
@@ -166,13 +245,22 @@ static int wait_in(struct op *op, const cai_fence_t *fence, intptr_t stream,
                : 0;
 }
 
-/* Destroys the fence's event; in its context when none is current, and
- * still (in the current one) when that switch fails, so it never leaks. */
+/* Destroys the fence's event (or gives it back to the pool); in its
+ * context when none is current, and still (in the current one) when that
+ * switch fails, so it never leaks.  The event of a context that is gone is
+ * dropped, not destroyed: the handle may be another library's now. */
 static void destroy_in(struct op *op, struct cai_fence *fence)
 {
     if (fence->event == NULL)
         return;
+    /* The pool is keyed by context id, never reused: an event given back
+     * for a context that is gone is never handed out again. */
     if (op->call == NULL && cai_event_give(fence)) {
+        fence->event = NULL;
+        return;
+    }
+    if (!fence_context_alive(fence)) {
+        cai_event_forget(fence->context_id);
         fence->event = NULL;
         return;
     }
@@ -280,7 +368,7 @@ int cai_synchronize(intptr_t stream, cai_error_t *err)
         cai_enter_stream_context(&op, stream, unknown, NULL, 0, &none) == 0 &&
         !none)
         cai_op_failed(&op, "cudaStreamSynchronize",
-                      cai_rt.stream_synchronize(cai_stream_handle(stream)));
+                      host_wait_stream(cai_stream_handle(stream)));
     return op_finish(&op, "", NULL, err);
 }
 
@@ -300,7 +388,7 @@ static void wait_for_device(struct op *op, const cai_fence_t *fence)
                           device)) ||
         concurrent)
         return;
-    cai_op_failed(op, "cudaDeviceSynchronize", cai_rt.device_synchronize());
+    cai_op_failed(op, "cudaDeviceSynchronize", host_wait_device());
 }
 
 int cai_fence_synchronize(const cai_fence_t *fence, cai_error_t *err)
@@ -321,10 +409,82 @@ int cai_fence_synchronize(const cai_fence_t *fence, cai_error_t *err)
         return status;
     if (cai_ctx_save(&op) == 0 && cai_enter_fence_context(&op, fence) == 0 &&
         !cai_op_failed(&op, "cudaEventSynchronize",
-                       cai_rt.event_synchronize(fence->event)) &&
+                       host_wait_event(fence->event)) &&
         fence->device.device_type == kDLCUDAManaged)
         wait_for_device(&op, fence);
     return op_finish(&op, "producer's", NULL, err);
+}
+
+/*
+ * Releases waiting for their consumer: the event recorded on the consumer's
+ * stream at release, and the producer's owner, kept until that event has
+ * completed (polled with cudaEventQuery, never waited on).
+ */
+struct pending {
+    struct cai_fence back;
+    int fresh; /* recorded in this very operation: its context lives */
+    void *owner;
+    cai_release_fn release;
+    struct pending *next;
+};
+static struct pending *pending_head;
+static long pending_count; /* atomic reads outside the lock */
+static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
+
+long cai_release_pending_count(void)
+{
+    return __atomic_load_n(&pending_count, __ATOMIC_ACQUIRE);
+}
+
+static void (*notifier)(void); /* atomic */
+
+void cai_release_set_notifier(void (*fn)(void))
+{
+    __atomic_store_n(&notifier, fn, __ATOMIC_RELEASE);
+}
+
+/* Runs on a CUDA thread when the consumer's stream gets there. */
+static void CUDART_CB notify(void *unused)
+{
+    void (*fn)(void) = __atomic_load_n(&notifier, __ATOMIC_ACQUIRE);
+
+    (void)unused;
+    if (fn != NULL)
+        fn();
+}
+
+/* After a deferred release's record, within op (the consumer's stream's
+ * context current): a host function there tells the notifier, so the
+ * producer goes without a further call.  Best effort: a poll at the next
+ * call covers a failure, whose error is not left behind. */
+static void queue_notice(struct op *op, intptr_t stream)
+{
+    if (__atomic_load_n(&notifier, __ATOMIC_ACQUIRE) == NULL ||
+        cai_rt.launch_host_func == NULL)
+        return;
+    if (cai_rt.launch_host_func(cai_stream_handle(stream), notify, NULL) !=
+            cudaSuccess &&
+        op->pending == cudaSuccess)
+        cai_rt.get_last_error();
+}
+
+/* Records the reverse edge's event on consumer_stream into *back, within
+ * op; *refusal says why nothing could be recorded. */
+static int release_record(struct op *op, const cai_fence_t *fence,
+                          intptr_t consumer_stream, struct cai_fence *back,
+                          const char **refusal)
+{
+    memset(back, 0, sizeof *back);
+    if (record_in(op, consumer_stream, fence->device, back) != 0)
+        return -1;
+    if (back->event != NULL && back->captured) {
+        /* Its event completes only when the graph is launched. */
+        *refusal = "the consumer's stream is capturing a CUDA graph, so "
+                   "its work on the data runs only when the graph is "
+                   "launched; release after the capture ends";
+        destroy_in(op, back);
+    }
+    return 0;
 }
 
 int cai_fence_release(const cai_fence_t *fence, intptr_t consumer_stream,
@@ -340,34 +500,164 @@ int cai_fence_release(const cai_fence_t *fence, intptr_t consumer_stream,
     rc = cai_op_begin(&op, "stream", err);
     if (rc != 0)
         return rc;
+    if (cai_ctx_save(&op) == 0 &&
+        release_record(&op, fence, consumer_stream, &back, &refusal) == 0 &&
+        back.event != NULL &&
+        (fence->stream == CAI_STREAM_LEGACY ||
+         (fence->stream == CAI_STREAM_PER_THREAD &&
+          fence->thread == cai_thread_id())))
+        /* The producer's default streams are those of its context, which
+         * outlive it; a handle may be gone, so it is never named. */
+        wait_in(&op, &back, fence->stream,
+                fence->have_context ? &fence->context : NULL, 0, &refusal);
+    destroy_in(&op, &back);
+    return op_finish(&op, "producer's", refusal, err);
+}
+
+static struct pending *take_done(struct op *op, int wait);
+static void run_done(struct op *op, struct pending *done, int *status,
+                     const char *refusal, cai_error_t *err);
+
+int cai_fence_release_owner(const cai_fence_t *fence, intptr_t consumer_stream,
+                            unsigned flags, void *owner,
+                            cai_release_fn release, cai_error_t *err)
+{
+    struct pending *p = NULL;
+    struct cai_fence back;
+    const char *refusal = NULL;
+    struct op op;
+    int rc = cai_consumer_waits(fence, consumer_stream, err);
+
+    if (rc <= 0 || (rc = cai_op_begin(&op, "stream", err)) != 0) {
+        if (release != NULL)
+            release(owner);
+        return rc;
+    }
     memset(&back, 0, sizeof back);
     if (cai_ctx_save(&op) == 0 &&
-        record_in(&op, consumer_stream, fence->device, &back) == 0 &&
+        release_record(&op, fence, consumer_stream, &back, &refusal) == 0 &&
         back.event != NULL) {
-        if (!cai_is_default_stream(fence->stream) ||
-            (fence->stream == CAI_STREAM_PER_THREAD &&
-             !pthread_equal(fence->thread, pthread_self()))) {
-            /* The producer's stream cannot be named: a handle given when
-             * the fence was recorded may have been destroyed since (or
-             * reused), and another thread's per-thread stream has no
-             * handle here.  The host waits for the consumer instead. */
-            if (back.captured)
-                refusal = "the consumer's stream is capturing a CUDA graph "
-                          "and the producer's stream cannot be named at "
-                          "release (a stream handle may be gone by now)";
-            else
-                cai_op_failed(&op, "cudaEventSynchronize",
-                          cai_rt.event_synchronize(back.event));
+        if (flags & CAI_RELEASE_BLOCK) {
+            cai_op_failed(&op, "cudaEventSynchronize",
+                          host_wait_event(back.event));
+        } else if ((p = malloc(sizeof *p)) != NULL) {
+            queue_notice(&op, consumer_stream);
+            p->back = back;
+            p->fresh = 1;
+            p->owner = owner;
+            p->release = release;
+            back.event = NULL;
         } else {
-            /* The producer's default streams are those of its context,
-             * which outlive it. */
-            wait_in(&op, &back, fence->stream,
-                    fence->have_context ? &fence->context : NULL, 0,
-                    &refusal);
+            /* No memory to keep it: the host waits instead. */
+            cai_op_failed(&op, "cudaEventSynchronize",
+                          host_wait_event(back.event));
         }
     }
     destroy_in(&op, &back);
-    return op_finish(&op, "producer's", refusal, err);
+    if (p != NULL) {
+        pthread_mutex_lock(&pending_lock);
+        p->next = pending_head;
+        pending_head = p;
+        __atomic_add_fetch(&pending_count, 1, __ATOMIC_RELEASE);
+        pthread_mutex_unlock(&pending_lock);
+    } else if (release != NULL) {
+        /* Nothing to wait for (or a failure): after the restore. */
+        p = malloc(sizeof *p);
+        if (p == NULL) {
+            rc = op_finish(&op, "consumer's", refusal, err);
+            release(owner);
+            return rc;
+        }
+        memset(p, 0, sizeof *p);
+        p->owner = owner;
+        p->release = release;
+        run_done(&op, p, &rc, refusal, err);
+        return rc;
+    }
+    /* The first poll, in this same operation: this release (often a
+     * short kernel, done by now) and the earlier ones. */
+    run_done(&op, op.call == NULL ? take_done(&op, 0) : NULL, &rc, refusal,
+             err);
+    return rc;
+}
+
+/* Takes the releases whose event has completed (all when wait: after a
+ * host wait each) off the list, within op; returns them. */
+static struct pending *take_done(struct op *op, int wait)
+{
+    struct pending *done = NULL, **at, *p;
+    int not_ready = 0;
+    cudaError_t rc;
+
+    /* A query's "not ready" would replace an error the framework has
+     * pending: the poll waits for a later call. */
+    if (!wait && op->pending != cudaSuccess)
+        return NULL;
+    pthread_mutex_lock(&pending_lock);
+    for (at = &pending_head; (p = *at) != NULL;) {
+        if (!p->fresh && !fence_context_alive(&p->back)) {
+            rc = cudaSuccess; /* its work went with its context */
+        } else {
+            cai_enter_fence_context(op, &p->back);
+                rc = wait ? host_wait_event(p->back.event)
+                      : cai_rt.event_query(p->back.event);
+        }
+        p->fresh = 0;
+        if (rc == cudaErrorNotReady) {
+            not_ready = 1;
+            at = &p->next;
+            continue;
+        }
+        if (rc != cudaSuccess)
+            cai_op_failed(op, wait ? "cudaEventSynchronize"
+                                   : "cudaEventQuery", rc);
+        *at = p->next;
+        p->next = done;
+        done = p;
+        __atomic_sub_fetch(&pending_count, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&pending_lock);
+    /* "Not ready" is an answer, not an error: none is left behind unless
+     * one was pending before (the framework's). */
+    if (not_ready && op->pending == cudaSuccess)
+        cai_rt.get_last_error();
+    return done;
+}
+
+/* Ends op (its status in *status) with done's events destroyed or pooled,
+ * then runs their owners' releases, after the caller's context is back and
+ * outside the lock: a release callback may call caibridge again. */
+static void run_done(struct op *op, struct pending *done, int *status,
+                     const char *refusal, cai_error_t *err)
+{
+    struct pending *p;
+
+    for (p = done; p != NULL; p = p->next)
+        destroy_in(op, &p->back);
+    *status = op_finish(op, "consumer's", refusal, err);
+    while ((p = done) != NULL) {
+        done = p->next;
+        if (p->release != NULL)
+            p->release(p->owner);
+        free(p);
+    }
+}
+
+int cai_release_poll(int wait, cai_error_t *err)
+{
+    struct op op;
+    int status;
+
+    if (cai_release_pending_count() == 0)
+        return cai_ok(err);
+    status = cai_op_begin(&op, "stream", err);
+    if (status != 0)
+        return status;
+    /* A failed query is reported, but its release goes ahead: a sticky
+     * error means the consumer's work will never run. */
+    (void)cai_ctx_save(&op);
+    run_done(&op, take_done(&op, wait), &status, NULL, err);
+    return status;
 }
 
 int cai_fence_destroy(cai_fence_t *fence, cai_error_t *err)
@@ -377,10 +667,16 @@ int cai_fence_destroy(cai_fence_t *fence, cai_error_t *err)
 
     if (fence == NULL)
         return cai_ok(err);
+    /* Back to the pool: no CUDA call at all. */
+    if (fence->event == NULL || cai_event_give(fence)) {
+        free(fence);
+        return cai_ok(err);
+    }
     status = cai_op_begin(&op, "stream", err);
     if (status == 0) {
-        if (cai_ctx_save(&op) == 0)
-            destroy_in(&op, fence);
+        /* Destroyed even when the save fails: an event never leaks. */
+        (void)cai_ctx_save(&op);
+        destroy_in(&op, fence);
         status = op_finish(&op, "", NULL, err);
     }
     free(fence);

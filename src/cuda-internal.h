@@ -56,6 +56,7 @@ struct cudart {
     cudaError_t(CUDARTAPI *stream_wait_event)(cudaStream_t, cudaEvent_t,
                                               unsigned);
     cudaError_t(CUDARTAPI *event_synchronize)(cudaEvent_t);
+    cudaError_t(CUDARTAPI *event_query)(cudaEvent_t);
     cudaError_t(CUDARTAPI *event_destroy)(cudaEvent_t);
     cudaError_t(CUDARTAPI *stream_synchronize)(cudaStream_t);
     cudaError_t(CUDARTAPI *stream_is_capturing)(
@@ -69,6 +70,11 @@ struct cudart {
     /* Its arguments changed with 12.0 and 13.0: called through the type of
      * the loaded runtime's version (cuda-fence.c). */
     void (*stream_get_capture_info)(void);
+    /* Optional: NULL when the runtime lacks them. */
+    cudaError_t(CUDARTAPI *thread_exchange_capture_mode)(
+        enum cudaStreamCaptureMode *);
+    cudaError_t(CUDARTAPI *launch_host_func)(cudaStream_t, cudaHostFn_t,
+                                             void *);
 };
 
 /* The driver's entry points: the exact current context (NULL included) is
@@ -87,6 +93,9 @@ struct cudriver {
     CUresult(CUDAAPI *primary_ctx_get_state)(CUdevice, unsigned *, int *);
     CUresult(CUDAAPI *primary_ctx_retain)(CUcontext *, CUdevice);
     CUresult(CUDAAPI *primary_ctx_release)(CUdevice);
+    /* Optional (driver 12.0+): an id never reused, unlike a context's
+     * address after cuCtxDestroy or a reset.  NULL: no event pool. */
+    CUresult(CUDAAPI *ctx_get_id)(CUcontext, unsigned long long *);
 };
 
 /* cuda-runtime.c: written once under pthread_once, read-only afterwards. */
@@ -149,10 +158,11 @@ struct cai_fence {
     int have_context;
     int captured;       /* recorded inside a graph capture */
     unsigned long long capture; /* that capture's id */
-    int external;       /* a capture outside waited on it: a graph's node
-                           names the event, so it never goes back to the
-                           pool */
-    pthread_t thread;   /* the recording thread, for stream 2 */
+    int external;       /* atomic: a capture outside waited on it, so a
+                           graph's node names the event and it never goes
+                           back to the pool */
+    unsigned long long context_id; /* cuCtxGetId's, 0: unknown */
+    unsigned long long thread; /* cai_thread_id() of the recorder */
 };
 
 /* cuda-events.c: the per-context pool.  take: 1 from the pool, 0 made
@@ -160,7 +170,9 @@ struct cai_fence {
 int cai_event_take(struct op *op, const struct cai_fence *fence,
                    cudaEvent_t *event);
 int cai_event_give(const struct cai_fence *fence);
-void cai_event_forget(CUcontext context);
+void cai_event_forget(unsigned long long context_id);
+int cai_context_id(struct op *op, CUcontext context,
+                   unsigned long long *id);
 
 #else /* !HAVE_CUDA */
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "cuda-internal.h"
+#include "cuda-release.h"
 
 #ifndef HAVE_CUDA
 
@@ -88,6 +89,35 @@ int cai_fence_release(const cai_fence_t *fence, intptr_t consumer_stream,
     if (rc == 0)
         cai_ok(err);
     return rc;
+}
+
+int cai_fence_release_owner(const cai_fence_t *fence,
+                            intptr_t consumer_stream, unsigned flags,
+                            void *owner, cai_release_fn release,
+                            cai_error_t *err)
+{
+    int rc = cai_fence_release(fence, consumer_stream, err);
+
+    (void)flags;
+    if (release != NULL)
+        release(owner);
+    return rc;
+}
+
+int cai_release_poll(int wait, cai_error_t *err)
+{
+    (void)wait;
+    return cai_ok(err);
+}
+
+long cai_release_pending_count(void)
+{
+    return 0;
+}
+
+void cai_release_set_notifier(void (*fn)(void))
+{
+    (void)fn;
 }
 
 int cai_fence_destroy(cai_fence_t *fence, cai_error_t *err)

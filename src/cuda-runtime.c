@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "cuda-internal.h"
+#include "cuda-release.h"
 #include "cuda-search.h"
 
 #ifdef HAVE_CUDA
@@ -42,6 +43,7 @@ static const struct entry_point {
     ENTRY_POINT("cudaEventRecord", event_record),
     ENTRY_POINT("cudaStreamWaitEvent", stream_wait_event),
     ENTRY_POINT("cudaEventSynchronize", event_synchronize),
+    ENTRY_POINT("cudaEventQuery", event_query),
     ENTRY_POINT("cudaEventDestroy", event_destroy),
     ENTRY_POINT("cudaStreamSynchronize", stream_synchronize),
     ENTRY_POINT("cudaStreamIsCapturing", stream_is_capturing),
@@ -140,6 +142,10 @@ static int bind_runtime(void *handle, const char *what)
                     missing);
         return -1;
     }
+    /* Optional: host waits relax the thread's capture mode with it. */
+    *(void **)&cai_rt.thread_exchange_capture_mode =
+        dlsym(handle, "cudaThreadExchangeStreamCaptureMode");
+    *(void **)&cai_rt.launch_host_func = dlsym(handle, "cudaLaunchHostFunc");
     rc = cai_rt.runtime_get_version(&cai_rt_version);
     if (rc != cudaSuccess) {
         set_problem("%s: cudaRuntimeGetVersion failed with CUDA error %d",
@@ -719,6 +725,35 @@ int cai_cuda_runtime_info(char *path, size_t size, const char **how,
     return cai_ok(err);
 }
 
+/* The driver entry points a driver lacks, each followed by a NUL, the list
+ * by another: such a driver is not bound (contexts could not be saved and
+ * put back), and python -m caibridge says why.  Written once, under
+ * driver_once. */
+static char driver_missing[512];
+
+static void note_missing_driver(void *handle)
+{
+    size_t i, used = 0, n;
+
+    for (i = 0; i < sizeof driver_entry_points / sizeof *driver_entry_points;
+         i++) {
+        if (dlsym(handle, driver_entry_points[i].name) != NULL)
+            continue;
+        n = strlen(driver_entry_points[i].name) + 1;
+        if (used + n + 1 > sizeof driver_missing)
+            break;
+        memcpy(driver_missing + used, driver_entry_points[i].name, n);
+        used += n;
+    }
+    driver_missing[used] = '\0';
+}
+
+const char *cai_cuda_driver_missing(void)
+{
+    (void)cai_have_driver();
+    return driver_missing;
+}
+
 /* The driver comes from the runtime's own file when it has the entry points
  * (the test double does), else from libcuda.so.1.  Without it there is no
  * CUDA context to protect, and the runtime's calls report the problem. */
@@ -734,12 +769,16 @@ static void load_driver(void)
         return;
     memset(&table, 0, sizeof table);
     if (bind_all(handle, driver_entry_points, sizeof driver_entry_points /
-                 sizeof *driver_entry_points, &table, &missing) != 0)
+                 sizeof *driver_entry_points, &table, &missing) != 0) {
+        note_missing_driver(handle);
         return;
+    }
     /* cuInit creates no context; a stub or broken driver leaves us with
      * the runtime's calls, which say what is wrong. */
     if (table.init(0) != CUDA_SUCCESS)
         return;
+    /* Optional (driver 12.0+); without it events are not pooled. */
+    *(void **)&table.ctx_get_id = dlsym(handle, "cuCtxGetId");
     cai_drv = table;
 }
 
@@ -773,6 +812,11 @@ int cai_cuda_headers_version(void)
 }
 
 #else /* !HAVE_CUDA */
+
+const char *cai_cuda_driver_missing(void)
+{
+    return "";
+}
 
 int cai_cuda_headers_version(void)
 {

@@ -8,6 +8,17 @@
 #include <stdlib.h>
 
 #include "cuda-internal.h"
+#include "cuda-release.h"
+
+unsigned long long cai_thread_id(void)
+{
+    static unsigned long long next;
+    static __thread unsigned long long mine;
+
+    if (mine == 0)
+        mine = __atomic_add_fetch(&next, 1, __ATOMIC_RELAXED);
+    return mine;
+}
 
 /* Stream arguments shared by both builds: they need no CUDA to check. */
 int cai_check_stream_value(intptr_t stream, const char *whose,

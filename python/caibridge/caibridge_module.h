@@ -358,6 +358,11 @@ int fence_at_view(cai_state *st, const cai_desc_t *d, int sync,
  * nothing when sync or CAIBRIDGE_SYNC turned ordering off or d has no
  * stream.  -1 with an exception set. */
 int cai_py_host_wait(cai_state *st, const cai_desc_t *d, int sync);
+void release_edge(void *p);
+void edge_unused(void *p);
+void poll_releases(void);
+void set_release_blocking(int on);
+void release_notices_on(void);
 int edge_owner(const cai_fence_t *fence, intptr_t consumer, void **owner,
                cai_release_fn *release);
 PyObject *reported_stream(int given, intptr_t s);

@@ -373,6 +373,8 @@ static inline void delete_capsule_tensor(void *tensor, int versioned)
     } else if (release == release_pyobject) {
         if (!cai_is_finalizing()) /* as release_pyobject */
             Py_DECREF((PyObject *)owner);
+    } else if (release == release_edge) {
+        edge_unused(owner); /* no consumer, no work to wait for */
     } else if (release != NULL) {
         release(owner);
     }

@@ -7,7 +7,10 @@
  */
 #include "caibridge_module.h"
 
+#include "cuda-release.h"
 #include "cuda-search.h"
+
+#include <string.h>
 
 /* Most folders passed down in each list; sys.path is rarely longer. */
 #define MAX_DIRS 256
@@ -107,7 +110,8 @@ static PyObject *runtime_info(PyObject *module, PyObject *unused)
     char path[4096];
     const char *how;
     cai_error_t err;
-    PyObject *refused;
+    PyObject *refused, *info, *missing;
+    const char *name;
     int version;
 
     if (cai_cuda_runtime_info(path, sizeof path, &how, &version, &err) != 0)
@@ -115,9 +119,24 @@ static PyObject *runtime_info(PyObject *module, PyObject *unused)
     refused = refused_list();
     if (refused == NULL)
         return NULL;
-    return Py_BuildValue("{s:O&,s:s,s:i,s:N}", "path",
+    info = Py_BuildValue("{s:O&,s:s,s:i,s:N}", "path",
                          PyUnicode_DecodeFSDefault, path, "how", how,
                          "version", version, "refused", refused);
+    /* A driver lacking an entry point is not bound: say which. */
+    missing = info == NULL ? NULL : PyList_New(0);
+    for (name = cai_cuda_driver_missing(); missing != NULL && *name != '\0';
+         name += strlen(name) + 1) {
+        PyObject *s = PyUnicode_FromString(name);
+
+        if (s == NULL || PyList_Append(missing, s) != 0)
+            Py_CLEAR(missing);
+        Py_XDECREF(s);
+    }
+    if (missing == NULL ||
+        PyDict_SetItemString(info, "driver_missing", missing) != 0)
+        Py_CLEAR(info);
+    Py_XDECREF(missing);
+    return info;
 }
 
 static PyObject *build_info(PyObject *module, PyObject *unused)
@@ -127,7 +146,99 @@ static PyObject *build_info(PyObject *module, PyObject *unused)
                          CAIBRIDGE_DLPACK_MAJOR, CAIBRIDGE_DLPACK_MINOR);
 }
 
+/* Warns that variable=env is not understood, saying what is used. */
+static int warn_env(const char *variable, const char *env, const char *rule)
+{
+    PyObject *value = PyUnicode_DecodeFSDefault(env);
+    int rc;
+
+    if (value == NULL)
+        return -1;
+    rc = PyErr_WarnFormat(PyExc_RuntimeWarning, 1, "%s=%.100R is not "
+                          "understood: %s", variable, value, rule);
+    Py_DECREF(value);
+    return rc;
+}
+
+/* The release settings at import, with a RuntimeWarning for a value not
+ * understood (-1: the warning was made an error).  CAIBRIDGE_EVENT_POOL
+ * is read by the core with the same rule. */
+static int read_release_env(void)
+{
+    const char *pool = getenv("CAIBRIDGE_EVENT_POOL");
+    const char *release = getenv("CAIBRIDGE_RELEASE");
+    int size;
+
+    if (cai_event_pool_parse(pool, &size) != 0 &&
+        warn_env("CAIBRIDGE_EVENT_POOL", pool,
+                 "use a count of events kept per context in decimal digits "
+                 "(0 turns the pool off, more than 8 keeps 8); the pool "
+                 "keeps 8") != 0)
+        return -1;
+    set_release_blocking(release != NULL && strcmp(release, "block") == 0);
+    if (release != NULL && release[0] != '\0' &&
+        strcmp(release, "block") != 0 && strcmp(release, "poll") != 0 &&
+        warn_env("CAIBRIDGE_RELEASE", release,
+                 "use block (the host waits at release for the consumer's "
+                 "work) or poll; releases are polled") != 0)
+        return -1;
+    return 0;
+}
+
+static PyObject *release_poll(PyObject *module, PyObject *const *args,
+                              Py_ssize_t nargs)
+{
+    cai_error_t err;
+    int wait = 0, rc;
+
+    if (nargs > 1)
+        return PyErr_Format(PyExc_TypeError, "_release_poll() takes at most "
+                            "1 argument (%zd given)", nargs);
+    if (nargs == 1 && (wait = PyObject_IsTrue(args[0])) < 0)
+        return NULL;
+    if (wait) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = cai_release_poll(1, &err);
+        Py_END_ALLOW_THREADS
+    } else {
+        rc = cai_release_poll(0, &err);
+    }
+    if (rc != 0)
+        return raise_status(PyModule_GetState(module), &err);
+    return PyLong_FromLong(cai_release_pending_count());
+}
+
+static PyObject *release_blocking(PyObject *module, PyObject *on)
+{
+    int value = PyObject_IsTrue(on);
+
+    if (value < 0)
+        return NULL;
+    set_release_blocking(value);
+    Py_RETURN_NONE;
+}
+
+/* At exit: no more polls scheduled from CUDA threads (the interpreter is
+ * going), then the releases whose consumer is done go. */
+static PyObject *release_exit(PyObject *module, PyObject *unused)
+{
+    cai_release_set_notifier(NULL);
+    (void)cai_release_poll(0, NULL);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef config_methods[] = {
+    {"_release_exit", release_exit, METH_NOARGS,
+     "_release_exit()\n--\n\nRun at exit: stops scheduling polls and "
+     "drops the producers of finished releases."},
+    {"_set_release_blocking", release_blocking, METH_O,
+     "_set_release_blocking(on)\n--\n\nAs CAIBRIDGE_RELEASE=block (True) "
+     "or poll (False), from now on."},
+    {"_release_poll", (PyCFunction)(void (*)(void))release_poll,
+     METH_FASTCALL,
+     "_release_poll(wait=False)\n--\n\nDrops the producers of releases "
+     "whose consumer's work has finished (with wait, after the host waits "
+     "for all); returns how many are still pending."},
     {"_build_info", build_info, METH_NOARGS,
      "_build_info()\n--\n\nWhat was built in: {'cuda_headers': "
      "CUDART_VERSION or 0, 'dlpack_abi': (major, minor)}."},
@@ -140,5 +251,22 @@ static PyMethodDef config_methods[] = {
 int config_init(PyObject *module)
 {
     cai_cuda_search_hook(offer_dirs);
-    return PyModule_AddFunctions(module, config_methods);
+    PyObject *atexit, *poll, *rc;
+
+    if (read_release_env() != 0 ||
+        PyModule_AddFunctions(module, config_methods) != 0)
+        return -1;
+    release_notices_on();
+    /* At exit the releases whose consumer is done go, without waiting;
+     * the others are left (their owners are leaked once finalizing). */
+    poll = PyObject_GetAttrString(module, "_release_exit");
+    atexit = poll == NULL ? NULL : PyImport_ImportModule("atexit");
+    rc = atexit == NULL ? NULL
+                        : PyObject_CallMethod(atexit, "register", "O", poll);
+    Py_XDECREF(atexit);
+    Py_XDECREF(poll);
+    if (rc == NULL)
+        return -1;
+    Py_DECREF(rc);
+    return 0;
 }

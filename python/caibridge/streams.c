@@ -7,7 +7,7 @@
  */
 #include "caibridge_module.h"
 
-#include <pthread.h>
+#include "cuda-release.h"
 
 /*
  * The consumer-stream rules of __dlpack__ (DLPack Python spec, "stream") for
@@ -108,6 +108,7 @@ int fence_at_view(cai_state *st, const cai_desc_t *d, int sync,
     cai_error_t err;
 
     *out = NULL;
+    poll_releases();
     if (!sync || !st->sync_enabled || !d->has_stream ||
         !is_cuda_device(d->device.device_type))
         return 0;
@@ -123,6 +124,7 @@ int view_order(cai_state *st, const DLPackViewObject *v, intptr_t consumer)
     cai_error_t err;
     int rc;
 
+    poll_releases();
     if (v->fence == NULL || consumer == CAI_STREAM_NO_SYNC)
         return 0;
     WITHOUT_INTERPRETER(rc, cai_fence_wait(v->fence, consumer, &err));
@@ -173,60 +175,135 @@ int cai_py_host_wait(cai_state *st, const cai_desc_t *d, int sync)
     return rc;
 }
 
+/* Releases whose consumer has finished are run (their producers dropped)
+ * at each hand-over and release, without waiting and without a CUDA call
+ * when none is pending.  A failed query cannot be reported here; its
+ * owner goes all the same. */
+void poll_releases(void)
+{
+    if (cai_release_pending_count() != 0)
+        (void)cai_release_poll(0, NULL);
+}
+
+/* A pending call in the main interpreter: the poll, with the GIL. */
+static int pending_poll(void *unused)
+{
+    (void)unused;
+    poll_releases();
+    return 0;
+}
+
+/* Called on a CUDA thread (no Python state, no CUDA calls allowed) when a
+ * consumer's stream passed a deferred release: the poll is scheduled, so
+ * the producer goes with no further call into caibridge.  Not once
+ * finalizing: the releases left then are dropped. */
+static void schedule_poll(void)
+{
+    if (Py_IsInitialized() && !cai_is_finalizing())
+        (void)Py_AddPendingCall(pending_poll, NULL);
+}
+
+void release_notices_on(void)
+{
+    cai_release_set_notifier(schedule_poll);
+}
+
+/* CAIBRIDGE_RELEASE=block (config.c): the host waits at release for the
+ * consumer's work, so the producer may write in place right after.
+ * Atomic: free-threaded builds may release on any thread. */
+static int release_blocks;
+
+void set_release_blocking(int on)
+{
+    __atomic_store_n(&release_blocks, on, __ATOMIC_RELAXED);
+}
+
 /*
  * The reverse edge (CAI v3: no work may take place on the producer's
  * stream until the consumer's work on the data is done): the tensor's
- * owner is wrapped so that its release first makes the producer's stream
- * wait for the consumer's.  The fence is the view's, alive until the
- * wrapped owner (which holds the view) is released.  A deleter cannot
- * raise, so a CUDA failure there goes unreported; a per-thread stream (2)
- * named by a consumer on another thread than the release's has no handle
- * there, and is left unordered.
+ * owner is wrapped so that its release records an event on the consumer's
+ * stream and keeps the producer until that event has completed, polled,
+ * never waited on (unless CAIBRIDGE_RELEASE=block).  Only a consumer stream
+ * that cannot be gone is named: 1, or 2 released on the thread that took
+ * the tensor (another thread's stream 2 has no name there).  A handle may
+ * have been destroyed by then, so it takes no edge: the consumer orders
+ * its own work before releasing, as DLPack asks.  The fence is the view's,
+ * alive until the wrapped owner (which holds the view) is released.
  */
 typedef struct {
     void *owner;
     cai_release_fn release;
     const cai_fence_t *fence;
     intptr_t consumer;
-    pthread_t thread;
+    unsigned long long thread; /* never reused, unlike a pthread_t */
 } edge;
 
-static void release_edge(void *p)
+static void edge_done(void *p)
 {
     edge *e = p;
-    cai_error_t err;
-    /* Released from Python (a capsule or view dying), the thread lets go
-     * of the interpreter while the release may wait on the host; not while
-     * finalizing, when a thread that lets go may never get it back. */
-    PyThreadState *here = cai_is_finalizing() ? NULL : attached_here();
 
-    if (e->consumer != CAI_STREAM_PER_THREAD ||
-        pthread_equal(e->thread, pthread_self())) {
-        if (here != NULL)
-            PyEval_SaveThread();
-        if (cai_fence_release(e->fence, e->consumer, &err) != 0) {
-            /* Nothing to report it to: the deleter returns void. */
-        }
-        if (here != NULL)
-            PyEval_RestoreThread(here);
-    }
     e->release(e->owner);
     PyMem_RawFree(e);
 }
 
-/* Wraps *owner and *release; -1 without memory (both untouched). */
+void release_edge(void *p)
+{
+    edge *e = p;
+    PyThreadState *here;
+    cai_error_t err;
+    int rc;
+
+    if (e->consumer == CAI_STREAM_PER_THREAD &&
+        e->thread != cai_thread_id()) {
+        edge_done(e);
+        return;
+    }
+    if (!__atomic_load_n(&release_blocks, __ATOMIC_RELAXED)) {
+        /* Nothing blocks: edge_done runs now (nothing to wait for, or a
+         * failure, which a deleter cannot report) or at a poll, the first
+         * in this call, for this release and the earlier ones. */
+        rc = cai_fence_release_owner(e->fence, e->consumer, 0, e, edge_done,
+                                     &err);
+        (void)rc;
+        return;
+    }
+    /* The host waits: the thread lets go of the interpreter meanwhile;
+     * not while finalizing, when it may never get it back. */
+    here = cai_is_finalizing() ? NULL : attached_here();
+    if (here != NULL)
+        PyEval_SaveThread();
+    rc = cai_fence_release_owner(e->fence, e->consumer, CAI_RELEASE_BLOCK,
+                                 NULL, NULL, &err);
+    (void)rc;
+    if (here != NULL)
+        PyEval_RestoreThread(here);
+    edge_done(e);
+}
+
+/* A tensor no consumer took (its capsule died unused): no work of a
+ * consumer to wait for, so the producer goes at once. */
+void edge_unused(void *p)
+{
+    edge_done(p);
+}
+
+/* Wraps *owner and *release when consumer can be named at release (1 or
+ * 2); -1 without memory (both untouched). */
 int edge_owner(const cai_fence_t *fence, intptr_t consumer, void **owner,
                cai_release_fn *release)
 {
-    edge *e = PyMem_RawMalloc(sizeof *e);
+    edge *e;
 
+    if (consumer != CAI_STREAM_LEGACY && consumer != CAI_STREAM_PER_THREAD)
+        return 0;
+    e = PyMem_RawMalloc(sizeof *e);
     if (e == NULL)
         return -1;
     e->owner = *owner;
     e->release = *release;
     e->fence = fence;
     e->consumer = consumer;
-    e->thread = pthread_self();
+    e->thread = cai_thread_id();
     *owner = e;
     *release = release_edge;
     return 0;

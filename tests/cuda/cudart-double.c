@@ -25,8 +25,11 @@ const struct cudart_double *cudart_double_controls(void);
 
 struct context contexts[MAX_CONTEXTS];
 static int other_contexts, primaries_created;
+static unsigned long long context_ids;
 struct event events[MAX_EVENTS];
 static int events_created;
+static int event_cursor; /* slots are taken in turn, so a stale handle
+                          * stays stale as long as possible */
 struct stream streams[MAX_STREAMS];
 int stream_count;
 pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -176,7 +179,10 @@ const char *context_text(const struct context *c, char buf[16])
     return buf;
 }
 
-struct context *primary(int device)
+/* Device's primary context, made active if it is not; runtime: the
+ * runtime uses it, so only a reset ends it (the driver's retains alone
+ * end it when released to zero). */
+struct context *primary_by(int device, int runtime)
 {
     struct context *c = &contexts[device];
 
@@ -184,26 +190,71 @@ struct context *primary(int device)
         c->made = 1;
         c->device = device;
         c->primary = 1;
+        c->held = 0;
+        c->id = ++context_ids;
         primaries_created++;
     }
+    c->held |= runtime;
     return c;
 }
 
+struct context *primary(int device)
+{
+    return primary_by(device, 1);
+}
+
+/* A primary context's handle outlives a reset (CUDA gives the new one the
+ * same handle); a destroyed context's does not. */
 struct context *known_context(const void *handle)
 {
     const struct context *c = handle;
 
-    if (c < contexts || c >= contexts + MAX_CONTEXTS || !c->made)
+    if (c < contexts || c >= contexts + MAX_CONTEXTS)
+        return NULL;
+    if (!c->made && !(c->primary && c < contexts + DOUBLE_DEVICE_COUNT))
         return NULL;
     return &contexts[c - contexts]; /* the table's own, writable entry */
+}
+
+/* The context ends (cudaDeviceReset, cuCtxDestroy, a primary context
+ * released to zero): its events and streams die with it, and any later
+ * use of one is a violation. */
+void context_dies(struct context *c)
+{
+    int i;
+
+    for (i = 0; i < MAX_EVENTS; i++)
+        if (events[i].live && events[i].context == c) {
+            events[i].live = 0;
+            events[i].orphaned = 1;
+        }
+    for (i = 0; i < stream_count; i++)
+        if (streams[i].live && streams[i].context == c) {
+            streams[i].live = 0;
+            streams[i].orphaned = 1;
+        }
+    c->made = 0;
+    c->refs = 0;
+    c->held = 0;
+    if (!c->primary)
+        c->destroyed = 1;
 }
 
 /* What the runtime does before work that needs a context. */
 struct context *need_context(void)
 {
-    /* CUDA 11: the device cudaSetDevice chose takes over only now. */
-    if (current_ctx == NULL || set_device_pending)
-        current_ctx = primary(runtime_device);
+    char cx[16];
+
+    /* CUDA 11: the device cudaSetDevice chose takes over only now; a
+     * primary context reset since is made again, as the runtime does. */
+    if (current_ctx == NULL || set_device_pending ||
+        (current_ctx->primary && !current_ctx->made))
+        current_ctx = primary(current_ctx != NULL && !set_device_pending
+                                  ? current_ctx->device
+                                  : runtime_device);
+    else if (current_ctx->destroyed)
+        violation("a runtime call with destroyed context %s current",
+                  context_text(current_ctx, cx));
     set_device_pending = 0;
     return current_ctx;
 }
@@ -235,7 +286,9 @@ cudaError_t resolve(cudaStream_t stream, struct context **ctx,
 
     *entry = s;
     if (s != NULL && !s->live) {
-        violation("use of destroyed stream %s", stream_text(stream, st));
+        violation(s->orphaned ? "use of stream %s of a destroyed context"
+                              : "use of destroyed stream %s",
+                  stream_text(stream, st));
         return cudaErrorInvalidResourceHandle;
     }
     *ctx = s != NULL && s->context != NULL ? s->context : need_context();
@@ -323,7 +376,10 @@ struct event *need_event(cudaEvent_t handle, cudaError_t *rc)
 
     if (e == NULL && (struct event *)(void *)handle >= events &&
         (struct event *)(void *)handle < events + MAX_EVENTS)
-        violation("use of destroyed event %s", event_text(handle, ev));
+        violation(((struct event *)(void *)handle)->orphaned
+                      ? "use of event %s of a destroyed context"
+                      : "use of destroyed event %s",
+                  event_text(handle, ev));
     if (*rc == cudaSuccess && e == NULL)
         *rc = cudaErrorInvalidResourceHandle;
     return e;
@@ -499,8 +555,10 @@ cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t *event,
     snprintf(call, sizeof call, "cudaEventCreateWithFlags(%s)",
              event_flags_text(flags, fl));
     for (i = 0; rc == cudaSuccess && i < MAX_EVENTS && e == NULL; i++)
-        if (!events[i].live)
-            e = &events[i];
+        if (!events[(event_cursor + i) % MAX_EVENTS].live) {
+            e = &events[(event_cursor + i) % MAX_EVENTS];
+            event_cursor = (event_cursor + i + 1) % MAX_EVENTS;
+        }
     if (rc == cudaSuccess && e == NULL)
         rc = cudaErrorMemoryAllocation;
     if (rc == cudaSuccess) {
@@ -593,12 +651,30 @@ cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event)
     e = need_event(event, &rc);
     if (rc == cudaSuccess && e->captured)
         rc = cudaErrorCapturedEvent;
+    if (rc == cudaSuccess)
+        rc = unsafe_during_capture();
     if (rc == cudaSuccess) {
         e->host_waits++;
         tl_host_wait_event(e);
     }
     snprintf(call, sizeof call, "cudaEventSynchronize(%s)",
              event_text(event, ev));
+    return leave(rc, call, NULL);
+}
+
+cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event)
+{
+    cudaError_t rc;
+    struct event *e;
+    char call[64], ev[32];
+
+    rc = enter("cudaEventQuery");
+    e = need_event(event, &rc);
+    if (rc == cudaSuccess && e->captured)
+        rc = cudaErrorCapturedEvent;
+    if (rc == cudaSuccess && !tl_event_done(e))
+        rc = cudaErrorNotReady;
+    snprintf(call, sizeof call, "cudaEventQuery(%s)", event_text(event, ev));
     return leave(rc, call, NULL);
 }
 
@@ -621,6 +697,46 @@ cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t event)
     return leave(rc, call, NULL);
 }
 
+/* The calling thread's capture interaction mode (cudaStreamCaptureModeGlobal
+ * at first), as cudaThreadExchangeStreamCaptureMode sets it. */
+static __thread int capture_mode = cudaStreamCaptureModeGlobal;
+
+cudaError_t CUDARTAPI cudaThreadExchangeStreamCaptureMode(
+    enum cudaStreamCaptureMode *mode)
+{
+    cudaError_t rc = enter("cudaThreadExchangeStreamCaptureMode");
+    char call[64];
+    int old = capture_mode;
+
+    if (rc == cudaSuccess) {
+        capture_mode = (int)*mode;
+        *mode = (enum cudaStreamCaptureMode)old;
+    }
+    snprintf(call, sizeof call, "cudaThreadExchangeStreamCaptureMode(%d)",
+             capture_mode);
+    return leave(rc, call, NULL);
+}
+
+/* A blocking call ("potentially unsafe" in CUDA's words) while a capture
+ * started in global mode is under way, from a thread not in relaxed mode:
+ * every such capture is invalidated and the call refused.  The captures
+ * the controls start count as another thread's, in global mode.  Lock
+ * held. */
+cudaError_t unsafe_during_capture(void)
+{
+    cudaError_t rc = cudaSuccess;
+    int i;
+
+    if (capture_mode == cudaStreamCaptureModeRelaxed)
+        return cudaSuccess;
+    for (i = 0; i < stream_count; i++)
+        if (streams[i].capture != 0 && !streams[i].invalidated) {
+            streams[i].invalidated = 1;
+            rc = cudaErrorStreamCaptureUnsupported;
+        }
+    return rc;
+}
+
 cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream)
 {
     cudaError_t rc;
@@ -633,6 +749,8 @@ cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream)
         rc = resolve(stream, &ctx, &s);
     if (rc == cudaSuccess && s != NULL && s->capture != 0)
         rc = cudaErrorStreamCaptureUnsupported;
+    if (rc == cudaSuccess)
+        rc = unsafe_during_capture();
     if (rc == cudaSuccess)
         tl_host_wait_stream(stream);
     snprintf(call, sizeof call, "cudaStreamSynchronize(%s)",
@@ -694,6 +812,10 @@ CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
     char call[48], cx[16];
 
     rc = enter("cuCtxSetCurrent");
+    if (ctx != NULL && c == NULL &&
+        (const struct context *)ctx >= contexts &&
+        (const struct context *)ctx < contexts + MAX_CONTEXTS)
+        violation("cuCtxSetCurrent of a destroyed context");
     if (rc == cudaSuccess && ctx != NULL && c == NULL)
         rc = (cudaError_t)CUDA_ERROR_INVALID_CONTEXT;
     if (rc == cudaSuccess) {
@@ -721,6 +843,8 @@ CUresult CUDAAPI cuCtxGetDevice(CUdevice *device)
     return (CUresult)leave(rc, "cuCtxGetDevice()", result);
 }
 
+/* Left out of the partial-driver build, as an old or broken driver would. */
+#ifndef DOUBLE_PARTIAL_DRIVER
 CUresult CUDAAPI cuStreamGetCtx(CUstream stream, CUcontext *pctx)
 {
     cudaError_t rc;
@@ -732,7 +856,8 @@ CUresult CUDAAPI cuStreamGetCtx(CUstream stream, CUcontext *pctx)
     s = is_default((cudaStream_t)stream) ? NULL
                                          : find_stream((cudaStream_t)stream);
     if (rc == cudaSuccess && s != NULL && !s->live) {
-        violation("use of destroyed stream %s",
+        violation(s->orphaned ? "use of stream %s of a destroyed context"
+                              : "use of destroyed stream %s",
                   stream_text((cudaStream_t)stream, st));
         rc = (cudaError_t)CUDA_ERROR_INVALID_HANDLE;
     }
@@ -748,6 +873,7 @@ CUresult CUDAAPI cuStreamGetCtx(CUstream stream, CUcontext *pctx)
              stream_text((cudaStream_t)stream, st));
     return (CUresult)leave(rc, call, context_text(c, cx));
 }
+#endif
 
 static const char *attribute_text(CUpointer_attribute attribute)
 {
@@ -877,6 +1003,8 @@ static void reset(void)
     stream_count = 0;
     pageable_access = 0;
     driver_version = -1;
+    for (i = 0; i < DOUBLE_DEVICE_COUNT; i++)
+        contexts[i].refs = 0;
     runtime_device = 0;
     current_ctx = primary(0);
     last_error = cudaSuccess;
@@ -1023,10 +1151,11 @@ static void *create_context(int device)
 
     pthread_mutex_lock(&lock);
     for (i = DOUBLE_DEVICE_COUNT; i < MAX_CONTEXTS && c == NULL; i++)
-        if (!contexts[i].made)
+        if (!contexts[i].made && !contexts[i].destroyed)
             c = &contexts[i];
     if (c != NULL) {
         c->made = 1;
+        c->id = ++context_ids;
         c->device = device;
         c->primary = 0;
         c->number = ++other_contexts;

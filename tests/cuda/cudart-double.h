@@ -29,6 +29,15 @@
  * cudaEventWaitExternal invalidates the capture (cudaErrorStreamCaptureIsolation),
  * a stream outside a capture waiting on a captured event joins that capture,
  * and the host cannot wait on a captured event (cudaErrorCapturedEvent).
+ *
+ * Contexts end as in CUDA: cudaDeviceReset and cuDevicePrimaryCtxReset end
+ * a primary context (its handle stays, naming a new context, with a new
+ * cuCtxGetId, once the runtime needs it again), cuCtxDestroy another
+ * context, and the last cuDevicePrimaryCtxRelease a primary context the
+ * runtime never used.  The events and streams of an ended context are dead:
+ * any use of one is a violation and cudaErrorInvalidResourceHandle, and so
+ * is a release without a retain.  Event handles are reused as late as
+ * possible, so a stale one stays stale.
  */
 #ifndef CAI_CUDART_DOUBLE_H
 #define CAI_CUDART_DOUBLE_H
@@ -123,8 +132,11 @@ struct cudart_double {
     /* ---- The timeline (timeline.c, double-graph.c) ---- */
     /* Makes streams run in time from now on: each stream (1, 2 and every
      * handle) runs its queued work in order on its own worker thread.
-     * Off at start, so the older call-log tests are unchanged.  Stream 2
-     * is one queue for all threads. */
+     * Off at start, so the older call-log tests are unchanged.  As in
+     * CUDA, stream 1 is a queue per context and stream 2 one per context
+     * and thread: a default stream is the calling thread's current
+     * context's (the controls below included), and cudaDeviceSynchronize
+     * waits for the current device's queues only. */
     void (*timeline_on)(void);
     /* A gate, closed: a kernel that names it waits until it opens.
      * gate_open first lets every stream run as far as it can while the
@@ -132,9 +144,12 @@ struct cudart_double {
      * (the race shows every time, not by the scheduler's chance). */
     int (*gate_new)(void);
     void (*gate_open)(int gate);
-    /* A gate that opens by itself when any host thread blocks in
+    /* A gate that opens by itself when a host thread blocks in
      * cudaEventSynchronize / cudaStreamSynchronize / cudaDeviceSynchronize
-     * (so a correct host wait never deadlocks a single-threaded test). */
+     * for a point of a stream that comes after a kernel naming the gate
+     * (on the kernel's stream, or through stream waits), so a correct
+     * host wait never deadlocks a single-threaded test while a wait on
+     * anything else leaves the gate closed. */
     void (*gate_open_on_host_wait)(int gate);
     /* "Kernels" queued on stream: when the stream reaches it, wait for gate
      * (0: no gate), then fill size bytes at dst with value / copy size bytes

@@ -56,7 +56,18 @@ static cai_desc_t two_streams(int type, DLDeviceType device, long *a, long *b)
     return view_on(*a, device, 0);
 }
 
-/* 1: the producer destroys its stream before the consumer releases. */
+/* Counts releases of an owner (cai_fence_release_owner). */
+static int released;
+
+static void count_release(void *owner)
+{
+    (void)owner;
+    released++;
+}
+
+/* 1: the producer destroys its stream before the consumer releases: the
+ * handle is never named, and nothing blocks; the owner is kept until the
+ * consumer's read is done. */
 static void defect_1_reverse_edge_after_the_stream_died(void)
 {
     cai_desc_t desc;
@@ -72,18 +83,23 @@ static void defect_1_reverse_edge_after_the_stream_died(void)
         rc = cai_fence_wait(fence, b, &err);
     is_int(CAI_OK, rc, "defect 1: handed over from A to B");
     gate = cuda->gate_new();
-    cuda->gate_open_on_host_wait(gate);
     cuda->launch_copy(b, out, src, N, gate);
     cuda->destroy_stream(a);
-    rc = cai_fence_release(fence, b, &err);
+    released = 0;
+    rc = cai_fence_release_owner(fence, b, 0, NULL, count_release, &err);
     is_int(CAI_OK, rc, "defect 1: released after A was destroyed (%s)",
            rc == 0 ? "ok" : err.message);
-    ok(strstr(cuda->log(), "cudaEventSynchronize") != NULL,
-       "defect 1: the host waited for the consumer instead");
+    ok(cuda->host_waits() == 0 && released == 0,
+       "defect 1: the host did not wait, and the owner is kept (%d)",
+       released);
     cai_fence_destroy(fence, NULL);
+    is_int(CAI_OK, cai_release_poll(0, &err), "defect 1: polled");
+    is_int(0, released, "defect 1: still kept while the read is held back");
+    cuda->gate_open(gate);
     cuda->drain();
-    ok(all(out, 7), "defect 1: the consumer's read was done before release "
-       "returned");
+    is_int(CAI_OK, cai_release_poll(0, &err), "defect 1: polled again");
+    is_int(1, released, "defect 1: the owner went once the read was done");
+    ok(all(out, 7), "defect 1: the consumer read the data");
     no_violation("defect 1: the destroyed handle was never named");
 }
 
@@ -346,7 +362,7 @@ static void defect_11_failed_restore_leaks_nothing(void)
 int main(void)
 {
     cuda = use_double();
-    plan(39);
+    plan(43);
 
     defect_1_reverse_edge_after_the_stream_died();
     defect_2_pool_memory_on_a_fresh_thread();

@@ -27,6 +27,10 @@ struct context {
     int device;
     int primary;
     int number; /* Cn for other contexts */
+    int destroyed; /* a cuCtxDestroy'd context: its slot is never reused */
+    int refs;      /* primary: cuDevicePrimaryCtxRetain's count */
+    int held;      /* primary: the runtime uses it (never released) */
+    unsigned long long id; /* cuCtxGetId's: new for each incarnation */
 };
 
 struct event {
@@ -35,6 +39,7 @@ struct event {
     struct context *context;
     int captured; /* the capture id it was last recorded in, or 0 */
     int host_waits;
+    int orphaned; /* dead because its context was destroyed or reset */
     /* On the timeline: the queue and position of its last record (queue
      * -1: never recorded there, so complete). */
     int queue;
@@ -49,6 +54,7 @@ struct stream {
     int invalidated;
     int joined; /* joined a capture through a wait, never joined back */
     int ended;  /* the id of the capture last ended on it */
+    int orphaned; /* dead because its context was destroyed or reset */
 };
 
 struct pointer {
@@ -88,6 +94,8 @@ const char *stream_text(cudaStream_t stream, char buf[32]);
 const char *context_text(const struct context *c, char buf[16]);
 const char *event_text(cudaEvent_t handle, char buf[32]);
 struct context *primary(int device);
+struct context *primary_by(int device, int runtime);
+void context_dies(struct context *c);
 struct context *known_context(const void *handle);
 struct context *need_context(void);
 struct stream *find_stream(cudaStream_t handle);
@@ -96,6 +104,7 @@ cudaError_t resolve(cudaStream_t stream, struct context **ctx,
                     struct stream **entry);
 struct event *live_event(cudaEvent_t handle);
 struct event *need_event(cudaEvent_t handle, cudaError_t *rc);
+cudaError_t unsafe_during_capture(void);
 cudaError_t enter(const char *call);
 cudaError_t leave(cudaError_t rc, const char *call, const char *result);
 struct pointer *find_pointer(const void *ptr);
@@ -109,6 +118,7 @@ int stream_device(cudaStream_t stream);
 void tl_record(struct event *e, cudaStream_t stream);
 void tl_wait(cudaStream_t stream, const struct event *e);
 void tl_host_wait_event(const struct event *e);
+int tl_event_done(const struct event *e);
 void tl_host_wait_stream(cudaStream_t stream);
 void tl_launch(cudaStream_t stream, const struct work *work);
 void tl_reset(void);

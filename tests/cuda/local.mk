@@ -38,6 +38,12 @@ check_LTLIBRARIES += tests/cuda/libplanted.la
 tests_cuda_libplanted_la_SOURCES = tests/cuda/planted.c
 tests_cuda_libplanted_la_LDFLAGS = -module -avoid-version -shared \
 	-rpath /nowhere
+# The same double without cuStreamGetCtx: a driver lacking an entry point.
+check_LTLIBRARIES += tests/cuda/libcudart-partial.la
+tests_cuda_libcudart_partial_la_SOURCES = $(tests_cuda_libcudart_double_la_SOURCES)
+tests_cuda_libcudart_partial_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) \
+	-DDOUBLE_PARTIAL_DRIVER
+tests_cuda_libcudart_partial_la_LDFLAGS = $(tests_cuda_libcudart_double_la_LDFLAGS)
 
 CUDA_DOUBLE_TESTS = \
 	tests/cuda/order-t \
@@ -51,7 +57,10 @@ CUDA_DOUBLE_TESTS = \
 	tests/cuda/messages-t \
 	tests/cuda/race-t \
 	tests/cuda/defects-t \
-	tests/cuda/pool-t
+	tests/cuda/pool-t \
+	tests/cuda/reset-t \
+	tests/cuda/strict-t \
+	tests/cuda/release-t
 check_PROGRAMS += $(CUDA_DOUBLE_TESTS)
 TESTS += $(CUDA_DOUBLE_TESTS)
 VALGRIND_TESTS += $(CUDA_DOUBLE_TESTS)
@@ -69,6 +78,11 @@ tests_cuda_messages_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_race_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_defects_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_pool_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
+# The pool setting's parser is private: linked from the core.
+tests_cuda_release_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS) -I$(top_srcdir)/src
+tests_cuda_release_t_LDADD = src/libcaibridge-core.la tests/tap/libtap.a
+tests_cuda_reset_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
+tests_cuda_strict_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 # Runs itself as a child through /proc/PID/exe: not under valgrind.
 check_PROGRAMS += tests/cuda/soname-t
 TESTS += tests/cuda/soname-t
@@ -81,7 +95,8 @@ endif
 CAI_CUDA_PYTHON_TESTS = tests/cuda/test_stream_order.py \
 	tests/cuda/test_cuda_bridge.py tests/cuda/test_exchange_streams.py \
 	tests/cuda/test_streams.py tests/cuda/test_runtime_search.py \
-	tests/cuda/test_race.py tests/cuda/test_gil.py
+	tests/cuda/test_race.py tests/cuda/test_gil.py \
+	tests/cuda/test_release.py tests/cuda/test_calls.py
 EXTRA_DIST += $(CAI_CUDA_PYTHON_TESTS) tests/cuda/test_no_cuda.py \
 	tests/cuda/timeline_double.py
 if HAVE_PYTHON

@@ -348,7 +348,9 @@ static void synchronize_cases(void)
     is_int(CAI_OK, rc, "synchronize: success");
     is_string("cudaPeekAtLastError() = 0\n"
               "cuCtxGetCurrent() = P0\n"
-              "cudaStreamSynchronize(0x5000)\n", cuda->log(),
+              "cudaThreadExchangeStreamCaptureMode(2)\n"
+              "cudaStreamSynchronize(0x5000)\n"
+              "cudaThreadExchangeStreamCaptureMode(0)\n", cuda->log(),
               "synchronize: one call on the stream handle, in the current "
               "context");
 
@@ -356,7 +358,9 @@ static void synchronize_cases(void)
     rc = cai_cuda_stream_synchronize(CAI_STREAM_LEGACY, &err);
     is_string("cudaPeekAtLastError() = 0\n"
               "cuCtxGetCurrent() = P0\n"
-              "cudaStreamSynchronize(cudaStreamLegacy)\n", cuda->log(),
+              "cudaThreadExchangeStreamCaptureMode(2)\n"
+              "cudaStreamSynchronize(cudaStreamLegacy)\n"
+              "cudaThreadExchangeStreamCaptureMode(0)\n", cuda->log(),
               "synchronize legacy: handle 1, never NULL");
 
     cuda->reset();

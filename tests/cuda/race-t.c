@@ -121,9 +121,10 @@ static void host_reader(int type, DLDeviceType device, int wait,
 }
 
 /* The reverse edge: the consumer reads src behind a gate; the producer
- * then writes 9 over it on its stream (0: A, a handle).  With
- * cai_fence_release the producer's write waits for the consumer's read:
- * on the device for stream 1, on the host for a handle. */
+ * then writes 9 over it on its stream (0: A, a handle).  The producer's
+ * write waits for the consumer's read: with cai_fence_release (release 1)
+ * on the device for stream 1; for a handle, which is never named at
+ * release, only with the blocking opt-in (release 2: the host waits). */
 static void reverse_edge(intptr_t producer_stream, int release,
                          const char *what)
 {
@@ -145,7 +146,10 @@ static void reverse_edge(intptr_t producer_stream, int release,
     cuda->gate_open_on_host_wait(gate);
     cuda->launch_copy(stream_b, out, src, N, gate);
     if (release) {
-        rc = cai_fence_release(fence, stream_b, &err);
+        rc = release == 1 ? cai_fence_release(fence, stream_b, &err)
+                          : cai_fence_release_owner(fence, stream_b,
+                                                    CAI_RELEASE_BLOCK, NULL,
+                                                    NULL, &err);
         is_int(CAI_OK, rc, "%s: released (%s)", what,
                rc == 0 ? "ok" : err.message);
     }
@@ -181,7 +185,7 @@ int main(void)
                 "managed, no host wait: race seen");
     reverse_edge(CAI_STREAM_LEGACY, 1, "reverse edge onto stream 1");
     reverse_edge(CAI_STREAM_LEGACY, 0, "no release: race seen");
-    reverse_edge(0, 1, "reverse edge, producer on a handle (host wait)");
+    reverse_edge(0, 2, "reverse edge, producer on a handle (blocking opt-in)");
     reverse_edge(0, 0, "producer on a handle, no release: race seen");
     return 0;
 }

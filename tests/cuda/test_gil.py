@@ -54,19 +54,41 @@ def test_host_function_before_the_fence_needs_the_gil(tl, read, kind):
     assert (seen == NEW).all()
 
 
-def test_host_function_before_the_release(tl):
-    """The reverse edge onto a producer's stream handle waits on the host
+def test_host_function_before_the_blocking_release(tl):
+    """The blocking release (CAIBRIDGE_RELEASE=block) waits on the host
     for the consumer's stream, where a host function needs the GIL."""
     src = tl.buffer()
-    a, b = tl.stream(), tl.stream()
+    a = tl.stream()
     view = caibridge.as_dlpack(CAIArray(src, a))
-    keep = [view.__dlpack__(stream=b, max_version=(1, 3))]
-    tl.fill(b, tl.buffer(), NEW, tl.gate(on_host_wait=True))
+    # A CAIView dies holding the GIL (a ctypes call to a deleter would
+    # have let go of it already).
+    keep = [caibridge.from_dlpack(view, stream=1)]
+    tl.fill(1, tl.buffer(), NEW, tl.gate(on_host_wait=True))
     ran = []
-    tl.host_func(b, lambda: ran.append(1))
-    release_all(keep)                               # waits for b
+    tl.host_func(1, lambda: ran.append(1))
+    caibridge._core._set_release_blocking(True)
+    try:
+        keep.clear()                                # waits for stream 1
+    finally:
+        caibridge._core._set_release_blocking(False)
     assert tl.violations() == "", "the release held the GIL"
     assert ran == [1]
+
+
+@pytest.mark.parametrize("read", HOST_READS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("kind", [PINNED, MANAGED], ids=["pinned", "managed"])
+def test_host_function_before_the_fence_needs_the_gil(tl, read, kind):
+    """The producer's kernel runs only once the host waits; then a Python
+    host function, then the fence."""
+    src = tl.buffer(kind)
+    a = tl.stream()
+    tl.fill(a, src, NEW, tl.gate(on_host_wait=True))
+    ran = []
+    tl.host_func(a, lambda: ran.append((src == NEW).all()))
+    seen = read(src, a)
+    assert tl.violations() == "", "the host wait held the GIL"
+    assert ran == [True]
+    assert (seen == NEW).all()
 
 
 @pytest.mark.parametrize("read", HOST_READS, ids=lambda f: f.__name__)

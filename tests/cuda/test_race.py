@@ -11,12 +11,15 @@ producer writes; a gate that opens on a host wait runs the producer's
 kernel only while the host waits for it.
 """
 import ctypes
+import gc
+import weakref
 
 import numpy as np
 import pytest
 
 from test_exchange_streams import ForeignTable, handed_out, release
 from test_stream_order import KDLCPU
+from test_streams import release_capsule
 from timeline_double import (DEVICE, MANAGED, PINNED, CAIArray, Forward,
                              PatchedArray, Timeline, ToDLPack, caibridge)
 
@@ -247,57 +250,81 @@ def test_managed_memory_without_concurrent_access(tl, producer):
 
 # ---- the reverse edge: released, the producer's later work waits ----
 
-def released_as_capsule(src, a, b, ordered):
-    view = caibridge.as_dlpack(CAIArray(src, a), sync=ordered)
-    return [view.__dlpack__(stream=b, max_version=(1, 3))]
+def released_as_capsule(producer, ordered):
+    view = caibridge.as_dlpack(producer, sync=ordered)
+    capsule = view.__dlpack__(stream=LEGACY, max_version=(1, 3))
+    return lambda: release_capsule(capsule)
 
 
-def released_as_caiview(src, a, b, ordered):
-    view = caibridge.as_dlpack(CAIArray(src, a), sync=ordered)
-    return [caibridge.from_dlpack(view, stream=b)]
+def released_as_caiview(producer, ordered):
+    view = caibridge.as_dlpack(producer, sync=ordered)
+    keep = [caibridge.from_dlpack(view, stream=LEGACY)]
+    return keep.clear
 
 
-def released_through_the_table(src, a, b, ordered):
-    view = caibridge.as_dlpack(CAIArray(src, a), sync=ordered)
+def released_through_the_table(producer, ordered):
+    view = caibridge.as_dlpack(producer, sync=ordered)
     rc, tensor = handed_out(view, "managed")
     assert rc == 0
-    return [tensor]
+    return lambda: release(tensor)
 
 
-# The table's consumer works on the legacy stream: a producer there is
-# ordered by the stream itself, so only a producer's stream handle can race.
 EDGES = [(hand_over, producer_stream)
          for hand_over in (released_as_capsule, released_as_caiview,
                            released_through_the_table)
-         for producer_stream in ("handle", "legacy")
-         if (hand_over, producer_stream) != (released_through_the_table,
-                                             "legacy")]
+         for producer_stream in ("handle", "legacy")]
 
 
 @pytest.mark.parametrize("hand_over, producer_stream", EDGES,
                          ids=[f"{h.__name__}-{s}" for h, s in EDGES])
 @pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "race"])
 def test_reverse_edge(tl, hand_over, producer_stream, ordered):
-    """The consumer reads src (behind a gate) and releases it; the producer
-    then overwrites src.  With the reverse edge the consumer read the old
-    bytes; without it the producer's write overtook the read.  A producer's
-    stream handle is never named at release (it may be gone): the host
-    waits instead; its default stream waits on the device."""
+    """The consumer reads src on stream 1 (behind a gate) and releases it:
+    the release returns at once, with no host wait, and the producer object
+    stays alive until the read is done, then goes at the next poll.
+    Without ordering (sync=False) the producer goes while the read is still
+    held back: the check can fail."""
     src, out = tl.buffer(value=NEW), tl.buffer()
     a = tl.stream() if producer_stream == "handle" else LEGACY
-    b = tl.stream()
-    consumer = LEGACY if hand_over is released_through_the_table else b
-    keep = hand_over(src, a, b, ordered)
-    gate = tl.gate(on_host_wait=True)
-    tl.copy(consumer, out, src, gate)               # the consumer's read
-    release_all(keep)
-    tl.fill(a, src, 9)                              # the producer's next
+    producer = CAIArray(src, a)
+    alive = weakref.ref(producer)
+    release_it = hand_over(producer, ordered)
+    del producer
+    gate = tl.gate()
+    tl.copy(LEGACY, out, src, gate)                 # the consumer's read
+    waits = tl.c.host_waits()
+    release_it()
+    gc.collect()
+    assert tl.c.host_waits() == waits, "the release waited on the host"
+    if ordered:
+        assert alive() is not None, "the producer went before the read"
+    else:
+        assert alive() is None, "the race was not seen without the edge"
     tl.open(gate)
     tl.drain()
-    if ordered:
-        assert (out == NEW).all(), "the producer overwrote before the read"
-    else:
-        assert (out == 9).all(), "the race was not seen without the edge"
+    assert caibridge._core._release_poll() == 0
+    gc.collect()
+    assert alive() is None, "the producer outlived the read"
+    assert (out == NEW).all()
+
+
+def test_blocking_release_orders_in_place_producer_writes(tl):
+    """The opt-in (CAIBRIDGE_RELEASE=block): the host waits at release for
+    the consumer's read, so the producer's next write cannot overtake it."""
+    src, out = tl.buffer(value=NEW), tl.buffer()
+    a = tl.stream()
+    producer = CAIArray(src, a)
+    release_it = released_as_capsule(producer, True)
+    gate = tl.gate(on_host_wait=True)
+    tl.copy(LEGACY, out, src, gate)
+    caibridge._core._set_release_blocking(True)
+    try:
+        release_it()
+    finally:
+        caibridge._core._set_release_blocking(False)
+    tl.fill(a, src, 9)                              # the producer's next
+    tl.drain()
+    assert (out == NEW).all(), "the producer overwrote before the read"
 
 
 def test_destroyed_producer_stream_is_never_named(tl):

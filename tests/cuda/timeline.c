@@ -32,8 +32,13 @@ struct op {
     struct op *next;
 };
 
+/* A stream's queue.  The default streams are not one queue each: stream 1
+ * (legacy) is one per context, stream 2 (per-thread) one per context and
+ * thread, as in CUDA. */
 struct queue {
     long handle;
+    struct context *ctx; /* its context: the default stream's, or NULL */
+    int thread;          /* stream 2: the thread's number, else 0 */
     int used, started;
     struct op *head, *tail;
     long queued, done;
@@ -53,6 +58,8 @@ static long next_handle = 0x10000;
 static char violation_text[8192];
 static size_t violation_length;
 static long violation_count;
+static int threads_seen;
+static __thread int thread_number; /* 0 until this thread names stream 2 */
 
 void violation(const char *fmt, ...)
 {
@@ -89,14 +96,48 @@ static struct timespec deadline_from_now(void)
     return t;
 }
 
-/* A host thread blocks: the gates that open then open. */
-static void host_blocks(void)
+/* Whether queue q's work up to position comes after target's op at
+ * target_position: the same queue, or through the stream waits queued
+ * before it (depth bounds the walk; waits never form a cycle). */
+static int covers(int q, long position, int target, long target_position,
+                  int depth)
 {
-    int i;
+    const struct op *op;
+    long i;
 
-    for (i = 0; i < gate_count; i++)
-        if (gates[i].on_host_wait)
-            gates[i].open = 1;
+    if (q == target && position >= target_position)
+        return 1;
+    if (depth > 8)
+        return 0;
+    for (op = queues[q].head, i = queues[q].done + 1;
+         op != NULL && i <= position; op = op->next, i++)
+        if (op->kind == OP_WAIT &&
+            covers(op->wait_queue, op->wait_position, target,
+                   target_position, depth + 1))
+            return 1;
+    return 0;
+}
+
+/* A host thread blocks until queue q has done position: the gates set to
+ * open on a host wait open when that wait is for their kernel (directly,
+ * or through the waits ahead of it), not on any other. */
+static void host_blocks(int q, long position)
+{
+    const struct op *op;
+    int i, g;
+    long k;
+
+    for (i = 0; i < MAX_QUEUES; i++) {
+        if (!queues[i].used)
+            continue;
+        for (op = queues[i].head, k = queues[i].done + 1; op != NULL;
+             op = op->next, k++) {
+            g = op->kind == OP_KERNEL ? op->work.gate : 0;
+            if (g > 0 && g <= gate_count && gates[g - 1].on_host_wait &&
+                !gates[g - 1].open && covers(q, position, i, k, 0))
+                gates[g - 1].open = 1;
+        }
+    }
     pthread_cond_broadcast(&changed);
 }
 
@@ -163,14 +204,28 @@ static void *worker(void *arg)
     return NULL;
 }
 
-/* The queue of stream (NULL is the legacy stream), made on first use. */
+/* The queue of stream as the calling thread names it (NULL is the legacy
+ * stream), made on first use: the default streams are the current
+ * context's, stream 2 this thread's. */
 static int queue_of(cudaStream_t stream)
 {
     long handle = stream == NULL ? 1 : (long)(intptr_t)stream;
-    int i, free_slot = -1;
+    struct context *ctx = NULL;
+    struct stream *s;
+    int i, free_slot = -1, thread = 0;
 
+    if (handle == 1 || handle == 2) {
+        ctx = need_context();
+        if (handle == 2) {
+            if (thread_number == 0)
+                thread_number = ++threads_seen;
+            thread = thread_number;
+        }
+    }
     for (i = 0; i < MAX_QUEUES; i++) {
-        if (queues[i].used && queues[i].handle == handle)
+        if (queues[i].used && queues[i].handle == handle &&
+            (ctx == NULL || queues[i].ctx == ctx) &&
+            queues[i].thread == thread)
             return i;
         if (!queues[i].used && free_slot < 0)
             free_slot = i;
@@ -179,8 +234,14 @@ static int queue_of(cudaStream_t stream)
         violation("more than %d streams on the timeline", MAX_QUEUES);
         free_slot = 0;
     }
+    if (ctx == NULL) {
+        s = find_stream(stream);
+        ctx = s != NULL && s->context != NULL ? s->context : need_context();
+    }
     queues[free_slot].used = 1;
     queues[free_slot].handle = handle;
+    queues[free_slot].ctx = ctx;
+    queues[free_slot].thread = thread;
     if (!queues[free_slot].started &&
         pthread_create(&queues[free_slot].worker, NULL, worker,
                        &queues[free_slot]) == 0)
@@ -239,7 +300,7 @@ static void host_wait(int queue, long position, const char *what)
 {
     struct timespec deadline = deadline_from_now();
 
-    host_blocks();
+    host_blocks(queue, position);
     while (queues[queue].done < position)
         if (!wait_until(&deadline)) {
             violation("a host wait on %s did not finish in %d s", what,
@@ -254,6 +315,12 @@ void tl_host_wait_event(const struct event *e)
         host_wait(e->queue, e->position, "an event");
 }
 
+/* Whether the event's last record has been reached (cudaEventQuery). */
+int tl_event_done(const struct event *e)
+{
+    return !timeline || e->queue < 0 || queues[e->queue].done >= e->position;
+}
+
 void tl_host_wait_stream(cudaStream_t stream)
 {
     int q;
@@ -264,12 +331,14 @@ void tl_host_wait_stream(cudaStream_t stream)
     host_wait(q, queues[q].queued, "a stream");
 }
 
-static void host_wait_all(void)
+/* cudaDeviceSynchronize: the current device's streams only. */
+static void host_wait_all(int device)
 {
     int i;
 
     for (i = 0; timeline && i < MAX_QUEUES; i++)
-        if (queues[i].used)
+        if (queues[i].used && queues[i].ctx != NULL &&
+            queues[i].ctx->device == device)
             host_wait(i, queues[i].queued, "the device");
 }
 
@@ -416,10 +485,10 @@ cudaError_t CUDARTAPI cudaDeviceSynchronize(void)
 {
     cudaError_t rc = enter("cudaDeviceSynchronize");
 
-    if (rc == cudaSuccess) {
-        need_context();
-        host_wait_all();
-    }
+    if (rc == cudaSuccess)
+        rc = unsafe_during_capture();
+    if (rc == cudaSuccess)
+        host_wait_all(need_context()->device);
     return leave(rc, "cudaDeviceSynchronize()", NULL);
 }
 
@@ -466,14 +535,19 @@ CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *context, CUdevice device)
     if (rc == cudaSuccess && (device < 0 || device >= DOUBLE_DEVICE_COUNT))
         rc = (cudaError_t)CUDA_ERROR_INVALID_DEVICE;
     if (rc == cudaSuccess) {
-        *context = (CUcontext)(void *)primary(device);
-        context_text(primary(device), cx);
+        struct context *c = primary_by(device, 0);
+
+        c->refs++;
+        *context = (CUcontext)(void *)c;
+        context_text(c, cx);
     }
     snprintf(call, sizeof call, "cuDevicePrimaryCtxRetain(%d)", device);
     return (CUresult)leave(rc, call, cx[0] != '\0' ? cx : NULL);
 }
 
-/* cuda.h names the current ABI cuDevicePrimaryCtxRelease_v2. */
+/* cuda.h names the current ABI cuDevicePrimaryCtxRelease_v2.  Releasing
+ * what was not retained is a violation; the last release of a primary
+ * context the runtime never used ends it. */
 CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice device)
 {
     cudaError_t rc = enter("cuDevicePrimaryCtxRelease");
@@ -481,8 +555,86 @@ CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice device)
 
     if (rc == cudaSuccess && (device < 0 || device >= DOUBLE_DEVICE_COUNT))
         rc = (cudaError_t)CUDA_ERROR_INVALID_DEVICE;
+    if (rc == cudaSuccess) {
+        struct context *c = &contexts[device];
+
+        if (!c->made || c->refs <= 0) {
+            violation("cuDevicePrimaryCtxRelease(%d) without a retain",
+                      device);
+            rc = (cudaError_t)CUDA_ERROR_INVALID_CONTEXT;
+        } else if (--c->refs == 0 && !c->held) {
+            context_dies(c);
+        }
+    }
     snprintf(call, sizeof call, "cuDevicePrimaryCtxRelease(%d)", device);
     return (CUresult)leave(rc, call, NULL);
+}
+
+/* cuda.h: cuDevicePrimaryCtxReset_v2.  Ends the primary context whoever
+ * holds it; its handle stays, and names a new one once made again. */
+CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice device)
+{
+    cudaError_t rc = enter("cuDevicePrimaryCtxReset");
+    char call[48];
+
+    if (rc == cudaSuccess && (device < 0 || device >= DOUBLE_DEVICE_COUNT))
+        rc = (cudaError_t)CUDA_ERROR_INVALID_DEVICE;
+    if (rc == cudaSuccess && contexts[device].made)
+        context_dies(&contexts[device]);
+    snprintf(call, sizeof call, "cuDevicePrimaryCtxReset(%d)", device);
+    return (CUresult)leave(rc, call, NULL);
+}
+
+/* The current device's primary context ends (the runtime makes a new one
+ * at the next call that needs it). */
+cudaError_t CUDARTAPI cudaDeviceReset(void)
+{
+    cudaError_t rc = enter("cudaDeviceReset");
+    int device = current_ctx != NULL ? current_ctx->device : runtime_device;
+
+    if (rc == cudaSuccess && contexts[device].made)
+        context_dies(&contexts[device]);
+    return leave(rc, "cudaDeviceReset()", NULL);
+}
+
+/* cuda.h: cuCtxDestroy_v2.  A primary context is not the caller's to
+ * destroy.  The calling thread is left with no context current; another
+ * thread that has it current gets violations at its next runtime call. */
+CUresult CUDAAPI cuCtxDestroy(CUcontext ctx)
+{
+    cudaError_t rc = enter("cuCtxDestroy");
+    struct context *c = known_context(ctx);
+    char call[48], cx[16];
+
+    if (rc == cudaSuccess && (c == NULL || c->primary || !c->made))
+        rc = (cudaError_t)CUDA_ERROR_INVALID_CONTEXT;
+    if (rc == cudaSuccess) {
+        context_dies(c);
+        if (current_ctx == c)
+            current_ctx = NULL;
+    }
+    snprintf(call, sizeof call, "cuCtxDestroy(%s)",
+             c != NULL ? context_text(c, cx) : "?");
+    return (CUresult)leave(rc, call, NULL);
+}
+
+/* A number for each context made, never reused: a context made again
+ * after a reset has a new one, though its handle is the old one's. */
+CUresult CUDAAPI cuCtxGetId(CUcontext ctx, unsigned long long *id)
+{
+    cudaError_t rc = enter("cuCtxGetId");
+    struct context *c = ctx != NULL ? known_context(ctx) : current_ctx;
+    char call[48], cx[16], result[24] = "";
+
+    if (rc == cudaSuccess && (c == NULL || !c->made))
+        rc = (cudaError_t)CUDA_ERROR_INVALID_CONTEXT;
+    if (rc == cudaSuccess) {
+        *id = c->id;
+        snprintf(result, sizeof result, "%llu", c->id);
+    }
+    snprintf(call, sizeof call, "cuCtxGetId(%s)",
+             ctx == NULL ? "NULL" : c != NULL ? context_text(c, cx) : "?");
+    return (CUresult)leave(rc, call, result[0] != '\0' ? result : NULL);
 }
 
 /* The CUDA 13 arguments; the double reports 13.0 unless told otherwise,

@@ -5,8 +5,10 @@ their stream reaches them, gates the test opens, and violations the double
 records (a stale handle, a host wait that never finished, ...).
 
 Time is the test's: a kernel behind a gate runs when the test opens the gate
-(or, for gate_open_on_host_wait, when a host thread blocks in a CUDA wait),
-never after a sleep, so the answers do not depend on the machine's load.
+(or, for gate_open_on_host_wait, when a host thread blocks in a CUDA wait for
+that kernel's stream or one ordered after it), never after a sleep, so the
+answers do not depend on the machine's load.  As in CUDA, stream 2 is a
+queue per thread and stream 1 one per context.
 """
 import ctypes
 

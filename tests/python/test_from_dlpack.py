@@ -1,5 +1,6 @@
 """from_dlpack: DLPack producers and capsules to array interfaces, and the
 CUDA round trip with the device given (no GPU needed)."""
+import os
 import sys
 import weakref
 
@@ -426,14 +427,17 @@ def test_pinned_and_managed_views_read_by_numpy(device):
     np.testing.assert_array_equal(result, array)
 
 
-def test_pinned_view_host_read_waits_for_its_stream():
-    # The view reports stream 5: a host read first waits for it.  Without
-    # a CUDA driver the wait fails, which shows it was tried.
-    tensor = FakeTensor(filled((4,), "int8"), device=(3, 0))
+@pytest.mark.skipif(os.path.exists("/dev/nvidiactl"),
+                    reason="a CUDA driver is installed: this case needs a "
+                    "machine without one")
+def test_pinned_view_host_read_without_a_driver():
+    # The view reports stream 5; with no CUDA driver no work can have been
+    # queued on it, so a host read needs no wait and no call fails.
+    data = filled((4,), "int8")
+    tensor = FakeTensor(data, device=(3, 0))
     view = caibridge.from_dlpack(tensor.capsule(), stream=5)
     assert view.__cuda_array_interface__["stream"] == 5
-    with pytest.raises(caibridge.CUDAError, match=r"failed: .*CUDA error"):
-        view.__array_interface__
+    assert view.__array_interface__["data"][0] == data.ctypes.data
 
 
 def test_device_memory_view_has_no_array_interface():

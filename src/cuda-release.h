@@ -1,0 +1,31 @@
+/* Private to caibridge: what the Python module needs of the CUDA core
+ * beyond the public API (settings it reports, pending releases). */
+#ifndef CAIBRIDGE_CUDA_RELEASE_H
+#define CAIBRIDGE_CUDA_RELEASE_H
+
+/* Largest CAIBRIDGE_EVENT_POOL; larger values are clamped to it. */
+#define CAI_EVENT_POOL_MAX 8
+
+/* Reads a CAIBRIDGE_EVENT_POOL value strictly: decimal digits only (no
+ * sign, base prefix, exponent or spaces).  0 with *size set (clamped to
+ * CAI_EVENT_POOL_MAX); -1 when not understood (*size is then the
+ * default). */
+int cai_event_pool_parse(const char *value, int *size);
+
+/* Releases whose consumer's work has not finished yet (cuda-fence.c). */
+long cai_release_pending_count(void);
+
+/* fn is called, on a CUDA thread that must not call CUDA, each time a
+ * consumer's stream reaches the point of a deferred release, so that the
+ * caller can schedule a poll (NULL: none). */
+void cai_release_set_notifier(void (*fn)(void));
+
+/* The driver entry points the found driver lacks, each ended by a NUL and
+ * the list by another ("" when none, or no driver at all); cuda-runtime.c. */
+const char *cai_cuda_driver_missing(void);
+
+/* An identity of the calling thread that no other thread ever gets (a
+ * pthread_t is reused once its thread has exited); stream.c. */
+unsigned long long cai_thread_id(void);
+
+#endif

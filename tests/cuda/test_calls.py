@@ -1,0 +1,100 @@
+"""CUDA runtime and driver calls per warm round trip (make the view, hand
+it over, consume, release), counted on the recording double with the event
+pool on, as users have it: a ceiling each, and never a blocking call.  A
+count, not a time: the double logs every entry point called."""
+import collections
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+# The ceilings this code meets (runtime + driver calls per round trip).
+CEILINGS = {
+    "cross-stream, consumer stream 1": 23,
+    "cross-stream, consumer stream handle": 14,
+    "producer on 1, consumer stream handle": 14,
+    "same stream": 9,
+    "CAI producer with no stream, device looked up": 3,
+    "__array_interface__ producer": 0,
+}
+
+SCRIPT = r'''
+import collections, json, numpy as np
+from test_stream_order import (Double, DeviceArray, double_path,
+                               DEVICE_PTR, PRODUCER, CONSUMER, caibridge)
+from test_streams import release_capsule
+d = Double(double_path())
+d.reset()
+d.pointer(DEVICE_PTR, 2, 0)
+caibridge.as_dlpack(DeviceArray())
+
+def round_trip(stream, consumer):
+    def run():
+        view = caibridge.as_dlpack(DeviceArray(stream=stream))
+        capsule = view.__dlpack__(stream=consumer, max_version=(1, 3))
+        del view
+        release_capsule(capsule)
+    return run
+
+def no_stream():
+    view = caibridge.as_dlpack(DeviceArray())
+    capsule = view.__dlpack__(max_version=(1, 3))
+    del view
+    release_capsule(capsule)
+
+host = np.zeros(4, np.float32)
+def array_interface():
+    view = caibridge.as_dlpack(host)
+    release_capsule(view.__dlpack__(max_version=(1, 3)))
+
+cases = {
+    "cross-stream, consumer stream 1": round_trip(PRODUCER, 1),
+    "cross-stream, consumer stream handle": round_trip(PRODUCER, CONSUMER),
+    "producer on 1, consumer stream handle": round_trip(1, CONSUMER),
+    "same stream": round_trip(PRODUCER, PRODUCER),
+    "CAI producer with no stream, device looked up": no_stream,
+    "__array_interface__ producer": array_interface,
+}
+out = {}
+for label, run in cases.items():
+    for _ in range(3):
+        run()                      # warm: the pool holds events
+    d.reset()
+    d.pointer(DEVICE_PTR, 2, 0)
+    n = 10
+    for _ in range(n):
+        run()
+    log = d.log()
+    names = collections.Counter(line.split("(")[0] for line in log)
+    out[label] = [len(log) / n, {k: v / n for k, v in names.items()}]
+print(json.dumps(out))
+'''
+
+
+@pytest.fixture(scope="module")
+def counts():
+    import json
+    here = pathlib.Path(__file__).resolve().parent
+    env = dict(os.environ, CAIBRIDGE_EVENT_POOL="8")
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(here)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+                       if p])
+    out = subprocess.run([sys.executable, "-c", SCRIPT], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize("label", sorted(CEILINGS))
+def test_calls_per_round_trip(counts, label):
+    total, names = counts[label]
+    assert total <= CEILINGS[label], (label, total, names)
+
+
+@pytest.mark.parametrize("label", sorted(CEILINGS))
+def test_no_blocking_call(counts, label):
+    _, names = counts[label]
+    blocking = {k: v for k, v in names.items() if "Synchronize" in k}
+    assert blocking == {}, (label, blocking)
