@@ -1,4 +1,4 @@
-"""Race tests on data, on the timeline double (issue 22, item 3): every path
+"""Race tests on data, on the timeline double: every path
 of the Python face hands over bytes that a producer's "kernel" writes on
 stream A once a gate opens, to a consumer that reads them on stream B or on
 the host.  With ordering, the consumer reads what the producer wrote, every
@@ -11,6 +11,8 @@ producer writes; a gate that opens on a host wait runs the producer's
 kernel only while the host waits for it.
 """
 import ctypes
+import os
+import threading
 
 import numpy as np
 import pytest
@@ -22,7 +24,7 @@ from timeline_double import (DEVICE, MANAGED, PINNED, CAIArray, Forward,
 
 N = 64
 OLD, NEW = 0, 7
-LEGACY = 1
+LEGACY, PER_THREAD = 1, 2
 
 
 @pytest.fixture(scope="module")
@@ -310,3 +312,146 @@ def test_destroyed_producer_stream_is_never_named(tl):
     tl.c.destroy_stream(a)
     del capsule, view
     assert tl.violations() == ""
+
+
+# ---- the pool, threads and contexts ----
+
+def test_the_event_pool_is_as_the_environment_says(tl):
+    """This file runs twice: with the event pool on (what users get) and,
+    as test_race_no_pool.py, with CAIBRIDGE_EVENT_POOL=0.  A warm second
+    hand-over makes no event only when the pool is on."""
+    src = tl.buffer()
+    a, b = tl.stream(), tl.stream()
+    made = []
+    for _ in range(2):
+        view = caibridge.as_dlpack(CAIArray(src, a))
+        capsule = view.__dlpack__(stream=b, max_version=(1, 3))
+        del capsule, view
+        made.append(tl.c.log().decode().count("cudaEventCreateWithFlags"))
+    pooled = os.environ.get("CAIBRIDGE_EVENT_POOL", "") != "0"
+    if pooled:
+        assert made[1] == made[0], "a warm hand-over made an event"
+    else:
+        assert made[1] == 2 * made[0] > 0, "an event was kept"
+
+
+def on_new_thread(fn):
+    """fn() run to its end on a thread that never used CUDA; its result."""
+    out = {}
+
+    def run():
+        out["value"] = fn()
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    return out["value"]
+
+
+@pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "race"])
+def test_stream_2_across_threads(tl, ordered):
+    """Stream 2 is each thread's own: a producer's stream 2 on one thread is
+    not the consumer's stream 2 on another, so the consumer's must wait."""
+    src, out = tl.buffer(), tl.buffer()
+    gate = tl.gate()
+
+    def produce():
+        tl.fill(PER_THREAD, src, NEW, gate)         # that thread's stream 2
+        return caibridge.as_dlpack(CAIArray(src, PER_THREAD), sync=ordered)
+    view = on_new_thread(produce)
+    capsule = view.__dlpack__(stream=PER_THREAD, max_version=(1, 3))
+    tl.copy(PER_THREAD, out, src)                   # this thread's stream 2
+    tl.open(gate)
+    tl.drain()
+    del capsule, view
+    if ordered:
+        assert (out == NEW).all(), "the consumer read before the producer"
+    else:
+        assert (out == OLD).all(), "the race was not seen unordered"
+
+
+@pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "race"])
+def test_stream_1_of_the_datas_device(tl, ordered):
+    """Data on device 1, asked for on stream 1 while device 0's context is
+    current: stream 1 is device 1's, so the wait must be queued there."""
+    src, out = tl.buffer(device=1), tl.buffer(device=1)
+    a = tl.stream(1)
+    gate = tl.gate()
+    tl.fill(a, src, NEW, gate)
+    view = caibridge.as_dlpack(CAIArray(src, a), sync=ordered)
+    capsule = view.__dlpack__(stream=LEGACY, max_version=(1, 3))
+    assert tl.c.current_device() == 0, "the caller's context was not put back"
+    tl.c.set_current_device(1)
+    tl.copy(LEGACY, out, src)                       # device 1's stream 1
+    tl.c.set_current_device(0)
+    tl.open(gate)
+    tl.drain()
+    del capsule, view
+    if ordered:
+        assert (out == NEW).all(), "the wait went to another device's stream"
+    else:
+        assert (out == OLD).all(), "the race was not seen unordered"
+
+
+@pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "race"])
+def test_release_on_stream_1_of_the_datas_device(tl, ordered):
+    """The reverse edge of a producer on device 1's stream 1, released while
+    device 0's context is current: device 1's stream 1 waits for the
+    consumer's read, not device 0's."""
+    src, out = tl.buffer(value=NEW, device=1), tl.buffer(device=1)
+    b = tl.stream(1)
+    tl.c.set_current_device(1)
+    view = caibridge.as_dlpack(CAIArray(src, LEGACY), sync=ordered)
+    tl.c.set_current_device(0)
+    capsule = view.__dlpack__(stream=b, max_version=(1, 3))
+    gate = tl.gate(on_host_wait=True)
+    tl.copy(b, out, src, gate)                      # the consumer's read
+    del capsule, view                               # released on device 0
+    tl.c.set_current_device(1)
+    tl.fill(LEGACY, src, 9)                         # the producer's next
+    tl.c.set_current_device(0)
+    tl.open(gate)
+    tl.drain()
+    if ordered:
+        assert (out == NEW).all(), "the producer overwrote before the read"
+    else:
+        assert (out == 9).all(), "the race was not seen without the edge"
+
+
+@pytest.mark.parametrize("consumer", [LEGACY, PER_THREAD],
+                         ids=["legacy", "per-thread"])
+def test_consumer_thread_without_a_context(tl, consumer):
+    """A consumer's default stream on a thread with no context current: its
+    work starts in a context not made yet, so the host waits instead."""
+    src, out = tl.buffer(), tl.buffer()
+    a = tl.stream()
+    gate = tl.gate(on_host_wait=True)
+    tl.fill(a, src, NEW, gate)
+    view = caibridge.as_dlpack(CAIArray(src, a))
+
+    def consume():
+        capsule = view.__dlpack__(stream=consumer, max_version=(1, 3))
+        tl.copy(consumer, out, src)                 # that thread's stream
+        return capsule
+    capsule = on_new_thread(consume)
+    tl.open(gate)
+    tl.drain()
+    del capsule, view
+    assert (out == NEW).all(), "the consumer read before the producer"
+
+
+def test_kept_events_stay_bounded_across_contexts(tl):
+    """Hand-overs on device 0 and device 1 in turn: each context keeps its
+    own events, so none is lost (an event kept for one context and taken
+    for another fails to record, and the pool of a context thought reset
+    is dropped without its events being destroyed)."""
+    for round in range(6):
+        device = round % 2
+        src = tl.buffer(device=device)
+        a, b = tl.stream(device), tl.stream(device)
+        view = caibridge.as_dlpack(CAIArray(src, a))
+        capsule = view.__dlpack__(stream=b, max_version=(1, 3))
+        del capsule, view
+    tl.drain()
+    limit = 0 if os.environ.get("CAIBRIDGE_EVENT_POOL", "") == "0" else 8
+    assert tl.c.live_events() <= 2 * limit, "events were lost"
+    assert "-> error" not in tl.c.log().decode(), "a CUDA call failed"
