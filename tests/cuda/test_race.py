@@ -455,3 +455,125 @@ def test_kept_events_stay_bounded_across_contexts(tl):
     limit = 0 if os.environ.get("CAIBRIDGE_EVENT_POOL", "") == "0" else 8
     assert tl.c.live_events() <= 2 * limit, "events were lost"
     assert "-> error" not in tl.c.log().decode(), "a CUDA call failed"
+
+
+@pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "race"])
+def test_release_on_stream_1_of_another_context(tl, ordered):
+    """A producer on stream 1 of a context that is not the device's
+    primary one, released while device 0's context is current: the reverse
+    edge goes on that context's stream 1 (the fence's), not on device 1's
+    primary context's nor on the releasing thread's."""
+    src, out = tl.buffer(value=NEW, device=1), tl.buffer(device=1)
+    ctx = tl.c.create_context(1)
+    b = tl.stream(1)
+    tl.c.set_current_context(ctx)
+    view = caibridge.as_dlpack(CAIArray(src, LEGACY), sync=ordered)
+    tl.c.set_current_device(0)
+    capsule = view.__dlpack__(stream=b, max_version=(1, 3))
+    gate = tl.gate(on_host_wait=True)
+    tl.copy(b, out, src, gate)                      # the consumer's read
+    del capsule, view                               # released on device 0
+    tl.c.set_current_context(ctx)
+    tl.fill(LEGACY, src, 9)                         # the producer's next
+    tl.c.set_current_device(0)
+    tl.open(gate)
+    tl.drain()
+    if ordered:
+        assert (out == NEW).all(), "the producer overwrote before the read"
+    else:
+        assert (out == 9).all(), "the race was not seen without the edge"
+
+
+@pytest.mark.parametrize("kind", [PINNED, MANAGED], ids=["pinned", "managed"])
+@pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "race"])
+def test_numpy_reads_a_caiview_by_its_array_interface(tl, kind, ordered):
+    """np.asarray reads a CAIView of host-accessible memory through
+    __array_interface__: the host first waits for the stream the view
+    reports (none reported: nothing to wait for, the race control)."""
+    src = tl.buffer(kind)
+    a = tl.stream()
+    gate = tl.gate(on_host_wait=True)
+    tl.fill(a, src, NEW, gate)
+    capsule = caibridge.to_dlpack(CAIArray(src, None), max_version=(1, 3))
+    view = caibridge.from_dlpack(capsule, stream=a if ordered else None)
+    seen = np.asarray(view).copy()
+    if ordered:
+        assert (seen == NEW).all(), "NumPy read before the producer wrote"
+    else:
+        assert (seen == OLD).all(), "the race was not seen unordered"
+        tl.open(gate)
+
+
+def test_managed_memory_with_concurrent_access_waits_for_its_stream_only(tl):
+    """With concurrent managed access the host waits for the producer's
+    stream only: another stream's kernel, behind a gate this test opens at
+    the end, does not hold the read up (a device-wide wait would hang)."""
+    src, other = tl.buffer(MANAGED), tl.buffer()
+    a, c = tl.stream(), tl.stream()
+    gate = tl.gate(on_host_wait=True)
+    tl.fill(a, src, NEW, gate)
+    later = tl.gate()
+    tl.fill(c, other, NEW, later)                   # another's kernel
+    seen = np.from_dlpack(caibridge.as_dlpack(CAIArray(src, a))).copy()
+    assert (seen == NEW).all()
+    assert tl.violations() == "", "the host waited for the whole device"
+    tl.open(later)
+
+
+def python_host_function_after(tl, stream, src, gate):
+    """The producer's kernel on stream, then a host function that needs
+    the GIL: a host wait that keeps the GIL never sees the stream done."""
+    ran = []
+    tl.fill(stream, src, NEW, gate)
+    tl.host_func(stream, lambda: ran.append(1))
+    return ran
+
+
+def test_one_shot_order_from_a_thread_without_a_context_lets_go_of_the_gil(
+        tl):
+    """to_dlpack(..., stream=2) on a thread with no context waits on the
+    host (its stream 2 has no context yet); it lets go of the GIL while it
+    waits."""
+    src = tl.buffer()
+    a = tl.stream()
+    ran = python_host_function_after(tl, a, src, tl.gate(on_host_wait=True))
+    on_new_thread(lambda: caibridge.to_dlpack(CAIArray(src, a), stream=2,
+                                              max_version=(1, 3)))
+    assert tl.violations() == "", "the host wait held the GIL"
+    assert ran == [1]
+
+
+def test_view_wait_from_a_thread_without_a_context_lets_go_of_the_gil(tl):
+    """The same for a view's fence, waited on from such a thread."""
+    src = tl.buffer()
+    a = tl.stream()
+    ran = python_host_function_after(tl, a, src, tl.gate(on_host_wait=True))
+    view = caibridge.as_dlpack(CAIArray(src, a))
+    capsule = on_new_thread(
+        lambda: view.__dlpack__(stream=2, max_version=(1, 3)))
+    assert tl.violations() == "", "the host wait held the GIL"
+    assert ran == [1]
+    del capsule, view
+
+
+def test_consumer_capture_already_invalidated_is_refused(tl):
+    """A consumer stream whose graph capture is already invalidated gets no
+    wait: the hand-over is refused with the reason, and the capture is
+    left as it was (a wait queued there fails in CUDA)."""
+    src = tl.buffer()
+    a, b = tl.stream(), tl.stream()
+    tl.c.begin_capture(b, 5)
+    lib = tl.lib
+    ev = ctypes.c_void_p()
+    assert lib.cudaEventCreateWithFlags(ctypes.byref(ev), 2) == 0
+    assert lib.cudaEventRecord(ev, ctypes.c_void_p(a)) == 0
+    # A wait on work outside the capture, not marked external, breaks it.
+    lib.cudaStreamWaitEvent(ctypes.c_void_p(b), ev, 0)
+    assert tl.c.capture_state(b) == 2
+    view = caibridge.as_dlpack(CAIArray(src, a))
+    with pytest.raises(BufferError, match="already invalidated"):
+        view.__dlpack__(stream=b, max_version=(1, 3))
+    assert "cudaStreamWaitEvent(0x%x" % b not in \
+        tl.c.log().decode().split("cudaEventRecord")[-1]
+    tl.c.end_capture(b)
+    lib.cudaEventDestroy(ev)
