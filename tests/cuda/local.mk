@@ -87,7 +87,8 @@ CAI_CUDA_PYTHON_TESTS = tests/cuda/test_stream_order.py \
 	tests/cuda/test_cuda_bridge.py tests/cuda/test_exchange_streams.py \
 	tests/cuda/test_streams.py tests/cuda/test_runtime_search.py \
 	tests/cuda/test_race.py tests/cuda/test_race_no_pool.py \
-	tests/cuda/test_reset.py tests/cuda/test_gil.py
+	tests/cuda/test_reset.py tests/cuda/test_gil.py \
+	tests/cuda/test_gpu_script.py
 EXTRA_DIST += $(CAI_CUDA_PYTHON_TESTS) tests/cuda/test_no_cuda.py \
 	tests/cuda/timeline_double.py
 if HAVE_PYTHON
