@@ -441,20 +441,23 @@ def test_consumer_thread_without_a_context(tl, consumer):
 
 def test_kept_events_stay_bounded_across_contexts(tl):
     """Hand-overs on device 0 and device 1 in turn: each context keeps its
-    own events, so none is lost (an event kept for one context and taken
-    for another fails to record, and the pool of a context thought reset
-    is dropped without its events being destroyed)."""
-    for round in range(6):
-        device = round % 2
-        src = tl.buffer(device=device)
-        a, b = tl.stream(device), tl.stream(device)
-        view = caibridge.as_dlpack(CAIArray(src, a))
-        capsule = view.__dlpack__(stream=b, max_version=(1, 3))
-        del capsule, view
-    tl.drain()
-    limit = 0 if os.environ.get("CAIBRIDGE_EVENT_POOL", "") == "0" else 8
-    assert tl.c.live_events() <= 2 * limit, "events were lost"
-    assert "-> error" not in tl.c.log().decode(), "a CUDA call failed"
+    own events, so once warm the live events stay as many (an event kept
+    for one context and taken for another fails to record and is lost, a
+    leak that grows with every hand-over)."""
+    def rounds(count):
+        for round in range(count):
+            device = round % 2
+            src = tl.buffer(device=device)
+            a, b = tl.stream(device), tl.stream(device)
+            view = caibridge.as_dlpack(CAIArray(src, a))
+            capsule = view.__dlpack__(stream=b, max_version=(1, 3))
+            del capsule, view
+        tl.drain()
+        return tl.c.live_events()
+    warm = rounds(4)
+    assert rounds(8) == warm, "events were lost"
+    if os.environ.get("CAIBRIDGE_EVENT_POOL", "") == "0":
+        assert warm == 0
 
 
 @pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "race"])
