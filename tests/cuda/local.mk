@@ -5,10 +5,15 @@ CUDA_TESTS_CPPFLAGS = $(TESTS_CPPFLAGS) -I$(top_srcdir)/tests/cuda \
 	$(CUDA_CPPFLAGS) \
 	-DCUDART_DOUBLE_DIR='"$(abs_top_builddir)/tests/cuda"'
 
-# The Python checks on the double count an event made and destroyed per
-# hand-over, so they run with the event pool off (CAIBRIDGE_EVENT_POOL=0);
-# race-t and pool-t turn it on themselves.
-AM_TESTS_ENVIRONMENT = CAIBRIDGE_EVENT_POOL=0; export CAIBRIDGE_EVENT_POOL;
+# The event pool is on, as users get it, except where a test says why not:
+# the call-log checks below count an event made and destroyed per
+# hand-over, and test_race_no_pool.py runs the races again without it.
+# The C tests on the double turn it off in use_double() unless they set it.
+AM_TESTS_ENVIRONMENT = case $$f in \
+	*/test_stream_order.py | */test_cuda_bridge.py | \
+	*/test_exchange_streams.py | */test_race_no_pool.py) \
+	  CAIBRIDGE_EVENT_POOL=0; export CAIBRIDGE_EVENT_POOL;; \
+	esac;
 
 # Correct whether or not CUDA support is built.
 CUDA_ALWAYS_TESTS = \
@@ -95,8 +100,10 @@ endif
 CAI_CUDA_PYTHON_TESTS = tests/cuda/test_stream_order.py \
 	tests/cuda/test_cuda_bridge.py tests/cuda/test_exchange_streams.py \
 	tests/cuda/test_streams.py tests/cuda/test_runtime_search.py \
-	tests/cuda/test_race.py tests/cuda/test_gil.py \
-	tests/cuda/test_release.py tests/cuda/test_calls.py
+	tests/cuda/test_race.py tests/cuda/test_race_no_pool.py \
+	tests/cuda/test_reset.py tests/cuda/test_gil.py \
+	tests/cuda/test_release.py tests/cuda/test_calls.py \
+	tests/cuda/test_gpu_script.py
 EXTRA_DIST += $(CAI_CUDA_PYTHON_TESTS) tests/cuda/test_no_cuda.py \
 	tests/cuda/timeline_double.py
 if HAVE_PYTHON
@@ -109,7 +116,8 @@ endif
 # `make check-gpu`: real CAI producers through caibridge into PyTorch and
 # JAX on a machine with a GPU; one TAP skip line with the reason without.
 # It imports the package staged by python/local.mk (python/stage).
-EXTRA_DIST += tests/gpu/check-gpu.py tests/gpu/gpu_cases.py
+EXTRA_DIST += tests/gpu/check-gpu.py tests/gpu/gpu_cases.py \
+	tests/gpu/README
 if HAVE_PYTHON
 check-gpu: python/stage/caibridge/.stamp
 	PYTHONDONTWRITEBYTECODE=1 \

@@ -1,4 +1,4 @@
-"""Race tests on data, on the timeline double (issue 22, item 3): every path
+"""Race tests on data, on the timeline double: every path
 of the Python face hands over bytes that a producer's "kernel" writes on
 stream A once a gate opens, to a consumer that reads them on stream B or on
 the host.  With ordering, the consumer reads what the producer wrote, every
@@ -12,6 +12,8 @@ kernel only while the host waits for it.
 """
 import ctypes
 import gc
+import os
+import threading
 import weakref
 
 import numpy as np
@@ -25,7 +27,7 @@ from timeline_double import (DEVICE, MANAGED, PINNED, CAIArray, Forward,
 
 N = 64
 OLD, NEW = 0, 7
-LEGACY = 1
+LEGACY, PER_THREAD = 1, 2
 
 
 @pytest.fixture(scope="module")
@@ -337,3 +339,271 @@ def test_destroyed_producer_stream_is_never_named(tl):
     tl.c.destroy_stream(a)
     del capsule, view
     assert tl.violations() == ""
+
+
+# ---- the pool, threads and contexts ----
+
+def test_the_event_pool_is_as_the_environment_says(tl):
+    """This file runs twice: with the event pool on (what users get) and,
+    as test_race_no_pool.py, with CAIBRIDGE_EVENT_POOL=0.  A warm second
+    hand-over makes no event only when the pool is on."""
+    src = tl.buffer()
+    a, b = tl.stream(), tl.stream()
+    made = []
+    for _ in range(2):
+        view = caibridge.as_dlpack(CAIArray(src, a))
+        capsule = view.__dlpack__(stream=b, max_version=(1, 3))
+        del capsule, view
+        made.append(tl.c.log().decode().count("cudaEventCreateWithFlags"))
+    pooled = os.environ.get("CAIBRIDGE_EVENT_POOL", "") != "0"
+    if pooled:
+        assert made[1] == made[0], "a warm hand-over made an event"
+    else:
+        assert made[1] == 2 * made[0] > 0, "an event was kept"
+
+
+def on_new_thread(fn):
+    """fn() run to its end on a thread that never used CUDA; its result."""
+    out = {}
+
+    def run():
+        out["value"] = fn()
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    return out["value"]
+
+
+@pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "race"])
+def test_stream_2_across_threads(tl, ordered):
+    """Stream 2 is each thread's own: a producer's stream 2 on one thread is
+    not the consumer's stream 2 on another, so the consumer's must wait."""
+    src, out = tl.buffer(), tl.buffer()
+    gate = tl.gate()
+
+    def produce():
+        tl.fill(PER_THREAD, src, NEW, gate)         # that thread's stream 2
+        return caibridge.as_dlpack(CAIArray(src, PER_THREAD), sync=ordered)
+    view = on_new_thread(produce)
+    capsule = view.__dlpack__(stream=PER_THREAD, max_version=(1, 3))
+    tl.copy(PER_THREAD, out, src)                   # this thread's stream 2
+    tl.open(gate)
+    tl.drain()
+    del capsule, view
+    if ordered:
+        assert (out == NEW).all(), "the consumer read before the producer"
+    else:
+        assert (out == OLD).all(), "the race was not seen unordered"
+
+
+@pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "race"])
+def test_stream_1_of_the_datas_device(tl, ordered):
+    """Data on device 1, asked for on stream 1 while device 0's context is
+    current: stream 1 is device 1's, so the wait must be queued there."""
+    src, out = tl.buffer(device=1), tl.buffer(device=1)
+    a = tl.stream(1)
+    gate = tl.gate()
+    tl.fill(a, src, NEW, gate)
+    view = caibridge.as_dlpack(CAIArray(src, a), sync=ordered)
+    capsule = view.__dlpack__(stream=LEGACY, max_version=(1, 3))
+    assert tl.c.current_device() == 0, "the caller's context was not put back"
+    tl.c.set_current_device(1)
+    tl.copy(LEGACY, out, src)                       # device 1's stream 1
+    tl.c.set_current_device(0)
+    tl.open(gate)
+    tl.drain()
+    del capsule, view
+    if ordered:
+        assert (out == NEW).all(), "the wait went to another device's stream"
+    else:
+        assert (out == OLD).all(), "the race was not seen unordered"
+
+
+@pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "race"])
+def test_release_on_stream_1_of_the_datas_device(tl, ordered):
+    """The reverse edge of a producer on device 1's stream 1, released while
+    device 0's context is current: device 1's stream 1 waits for the
+    consumer's read, not device 0's."""
+    src, out = tl.buffer(value=NEW, device=1), tl.buffer(device=1)
+    b = tl.stream(1)
+    tl.c.set_current_device(1)
+    view = caibridge.as_dlpack(CAIArray(src, LEGACY), sync=ordered)
+    tl.c.set_current_device(0)
+    capsule = view.__dlpack__(stream=b, max_version=(1, 3))
+    gate = tl.gate(on_host_wait=True)
+    tl.copy(b, out, src, gate)                      # the consumer's read
+    del capsule, view                               # released on device 0
+    tl.c.set_current_device(1)
+    tl.fill(LEGACY, src, 9)                         # the producer's next
+    tl.c.set_current_device(0)
+    tl.open(gate)
+    tl.drain()
+    if ordered:
+        assert (out == NEW).all(), "the producer overwrote before the read"
+    else:
+        assert (out == 9).all(), "the race was not seen without the edge"
+
+
+@pytest.mark.parametrize("consumer", [LEGACY, PER_THREAD],
+                         ids=["legacy", "per-thread"])
+def test_consumer_thread_without_a_context(tl, consumer):
+    """A consumer's default stream on a thread with no context current: its
+    work starts in a context not made yet, so the host waits instead."""
+    src, out = tl.buffer(), tl.buffer()
+    a = tl.stream()
+    gate = tl.gate(on_host_wait=True)
+    tl.fill(a, src, NEW, gate)
+    view = caibridge.as_dlpack(CAIArray(src, a))
+
+    def consume():
+        capsule = view.__dlpack__(stream=consumer, max_version=(1, 3))
+        tl.copy(consumer, out, src)                 # that thread's stream
+        return capsule
+    capsule = on_new_thread(consume)
+    tl.open(gate)
+    tl.drain()
+    del capsule, view
+    assert (out == NEW).all(), "the consumer read before the producer"
+
+
+def test_kept_events_stay_bounded_across_contexts(tl):
+    """Hand-overs on device 0 and device 1 in turn: each context keeps its
+    own events, so once warm the live events stay as many (an event kept
+    for one context and taken for another fails to record and is lost, a
+    leak that grows with every hand-over)."""
+    def rounds(count):
+        for round in range(count):
+            device = round % 2
+            src = tl.buffer(device=device)
+            a, b = tl.stream(device), tl.stream(device)
+            view = caibridge.as_dlpack(CAIArray(src, a))
+            capsule = view.__dlpack__(stream=b, max_version=(1, 3))
+            del capsule, view
+        tl.drain()
+        return tl.c.live_events()
+    warm = rounds(4)
+    assert rounds(8) == warm, "events were lost"
+    if os.environ.get("CAIBRIDGE_EVENT_POOL", "") == "0":
+        assert warm == 0
+
+
+@pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "race"])
+def test_release_on_stream_1_of_another_context(tl, ordered):
+    """A producer on stream 1 of a context that is not the device's
+    primary one, released while device 0's context is current: the reverse
+    edge goes on that context's stream 1 (the fence's), not on device 1's
+    primary context's nor on the releasing thread's."""
+    src, out = tl.buffer(value=NEW, device=1), tl.buffer(device=1)
+    ctx = tl.c.create_context(1)
+    b = tl.stream(1)
+    tl.c.set_current_context(ctx)
+    view = caibridge.as_dlpack(CAIArray(src, LEGACY), sync=ordered)
+    tl.c.set_current_device(0)
+    capsule = view.__dlpack__(stream=b, max_version=(1, 3))
+    gate = tl.gate(on_host_wait=True)
+    tl.copy(b, out, src, gate)                      # the consumer's read
+    del capsule, view                               # released on device 0
+    tl.c.set_current_context(ctx)
+    tl.fill(LEGACY, src, 9)                         # the producer's next
+    tl.c.set_current_device(0)
+    tl.open(gate)
+    tl.drain()
+    if ordered:
+        assert (out == NEW).all(), "the producer overwrote before the read"
+    else:
+        assert (out == 9).all(), "the race was not seen without the edge"
+
+
+@pytest.mark.parametrize("kind", [PINNED, MANAGED], ids=["pinned", "managed"])
+@pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "race"])
+def test_numpy_reads_a_caiview_by_its_array_interface(tl, kind, ordered):
+    """np.asarray reads a CAIView of host-accessible memory through
+    __array_interface__: the host first waits for the stream the view
+    reports (none reported: nothing to wait for, the race control)."""
+    src = tl.buffer(kind)
+    a = tl.stream()
+    gate = tl.gate(on_host_wait=True)
+    tl.fill(a, src, NEW, gate)
+    capsule = caibridge.to_dlpack(CAIArray(src, None), max_version=(1, 3))
+    view = caibridge.from_dlpack(capsule, stream=a if ordered else None)
+    seen = np.asarray(view).copy()
+    if ordered:
+        assert (seen == NEW).all(), "NumPy read before the producer wrote"
+    else:
+        assert (seen == OLD).all(), "the race was not seen unordered"
+        tl.open(gate)
+
+
+def test_managed_memory_with_concurrent_access_waits_for_its_stream_only(tl):
+    """With concurrent managed access the host waits for the producer's
+    stream only: another stream's kernel, behind a gate this test opens at
+    the end, does not hold the read up (a device-wide wait would hang)."""
+    src, other = tl.buffer(MANAGED), tl.buffer()
+    a, c = tl.stream(), tl.stream()
+    gate = tl.gate(on_host_wait=True)
+    tl.fill(a, src, NEW, gate)
+    later = tl.gate()
+    tl.fill(c, other, NEW, later)                   # another's kernel
+    seen = np.from_dlpack(caibridge.as_dlpack(CAIArray(src, a))).copy()
+    assert (seen == NEW).all()
+    assert tl.violations() == "", "the host waited for the whole device"
+    tl.open(later)
+
+
+def python_host_function_after(tl, stream, src, gate):
+    """The producer's kernel on stream, then a host function that needs
+    the GIL: a host wait that keeps the GIL never sees the stream done."""
+    ran = []
+    tl.fill(stream, src, NEW, gate)
+    tl.host_func(stream, lambda: ran.append(1))
+    return ran
+
+
+def test_one_shot_order_from_a_thread_without_a_context_lets_go_of_the_gil(
+        tl):
+    """to_dlpack(..., stream=2) on a thread with no context waits on the
+    host (its stream 2 has no context yet); it lets go of the GIL while it
+    waits."""
+    src = tl.buffer()
+    a = tl.stream()
+    ran = python_host_function_after(tl, a, src, tl.gate(on_host_wait=True))
+    on_new_thread(lambda: caibridge.to_dlpack(CAIArray(src, a), stream=2,
+                                              max_version=(1, 3)))
+    assert tl.violations() == "", "the host wait held the GIL"
+    assert ran == [1]
+
+
+def test_view_wait_from_a_thread_without_a_context_lets_go_of_the_gil(tl):
+    """The same for a view's fence, waited on from such a thread."""
+    src = tl.buffer()
+    a = tl.stream()
+    ran = python_host_function_after(tl, a, src, tl.gate(on_host_wait=True))
+    view = caibridge.as_dlpack(CAIArray(src, a))
+    capsule = on_new_thread(
+        lambda: view.__dlpack__(stream=2, max_version=(1, 3)))
+    assert tl.violations() == "", "the host wait held the GIL"
+    assert ran == [1]
+    del capsule, view
+
+
+def test_consumer_capture_already_invalidated_is_refused(tl):
+    """A consumer stream whose graph capture is already invalidated gets no
+    wait: the hand-over is refused with the reason, and the capture is
+    left as it was (a wait queued there fails in CUDA)."""
+    src = tl.buffer()
+    a, b = tl.stream(), tl.stream()
+    tl.c.begin_capture(b, 5)
+    lib = tl.lib
+    ev = ctypes.c_void_p()
+    assert lib.cudaEventCreateWithFlags(ctypes.byref(ev), 2) == 0
+    assert lib.cudaEventRecord(ev, ctypes.c_void_p(a)) == 0
+    # A wait on work outside the capture, not marked external, breaks it.
+    lib.cudaStreamWaitEvent(ctypes.c_void_p(b), ev, 0)
+    assert tl.c.capture_state(b) == 2
+    view = caibridge.as_dlpack(CAIArray(src, a))
+    with pytest.raises(BufferError, match="already invalidated"):
+        view.__dlpack__(stream=b, max_version=(1, 3))
+    assert "cudaStreamWaitEvent(0x%x" % b not in \
+        tl.c.log().decode().split("cudaEventRecord")[-1]
+    tl.c.end_capture(b)
+    lib.cudaEventDestroy(ev)

@@ -38,14 +38,20 @@ RESULT = "CHECK-GPU-RESULT "
 
 
 def why_no_gpu():
-    """None when caibridge reaches a CUDA device, else the reason."""
+    """(None, None) when caibridge reaches a CUDA device; else (the reason
+    there is none, None) for a skip, or (None, the failure) when the probe
+    itself went wrong in a way no missing GPU explains.  Every exception
+    ends as one of them, so the TAP is never lost to a traceback."""
+    import traceback
     if os.environ.get("CAIBRIDGE_CUDART"):
         return (f"CAIBRIDGE_CUDART={os.environ['CAIBRIDGE_CUDART']} is set; "
-                "unset it to test the real runtime")
+                "unset it to test the real runtime"), None
     try:
         import caibridge
     except ImportError as e:
-        return f"caibridge cannot be imported: {e}"
+        return f"caibridge cannot be imported: {e}", None
+    except Exception:  # noqa: BLE001 - a broken install is a failure
+        return None, "importing caibridge raised:\n" + traceback.format_exc()
 
     class ZeroSizeProbe:
         """Locating a zero-size CAI array asks CUDA for a device."""
@@ -54,8 +60,10 @@ def why_no_gpu():
     try:
         caibridge.as_dlpack(ZeroSizeProbe())
     except caibridge.CUDAError as e:
-        return str(e)
-    return None
+        return str(e), None
+    except Exception:  # noqa: BLE001 - reported, never a lost TAP
+        return None, "the first probe raised:\n" + traceback.format_exc()
+    return None, None
 
 
 def device_count():
@@ -66,7 +74,7 @@ def device_count():
         count = ctypes.c_int()
         if lib.cuDeviceGetCount(ctypes.byref(count)) == 0:
             return count.value
-    except OSError:
+    except Exception:  # noqa: BLE001 - one device is the safe guess
         pass
     return 1
 
@@ -105,24 +113,30 @@ def child(name, deadline):
     if left <= 5:
         return "fail", f"not run: the {BUDGET} s budget was spent", []
     timeout = min(CASE_TIMEOUT, left)
+    # Bytes, decoded here: a stray byte from a library's output must not
+    # cost the case its result line.
     try:
         out = subprocess.run([sys.executable, os.path.abspath(__file__),
                               "--case", name], capture_output=True,
-                             text=True, timeout=timeout)
+                             timeout=timeout)
     except subprocess.TimeoutExpired as e:
-        tail = (e.stdout or b"")
-        tail = tail.decode(errors="replace") if isinstance(tail, bytes) \
-            else tail
+        tail = (e.stdout or b"").decode(errors="replace")
         return "fail", f"timed out after {timeout:.0f} s (a hang: a host " \
             f"wait holding the GIL?)\n{tail[-2000:]}", []
-    diagnostics = [line for line in out.stdout.splitlines()
+    stdout = out.stdout.decode(errors="replace")
+    stderr = out.stderr.decode(errors="replace")
+    diagnostics = [line for line in stdout.splitlines()
                    if line.startswith("# ")]
-    results = [line for line in out.stdout.splitlines()
+    results = [line for line in stdout.splitlines()
                if line.startswith(RESULT)]
     if not results:
         return "fail", f"the child died (exit status {out.returncode})\n" \
-            f"{out.stderr[-3000:]}", diagnostics
-    result = json.loads(results[-1][len(RESULT):])
+            f"{stderr[-3000:]}", diagnostics
+    try:
+        result = json.loads(results[-1][len(RESULT):])
+    except ValueError:
+        return "fail", f"unreadable result line: {results[-1][:200]!r}", \
+            diagnostics
     return result["status"], result["detail"], diagnostics
 
 
@@ -198,7 +212,11 @@ def main():
         return 0
     tap = Tap(tap_path(args.tapfile))
     started = time.monotonic()
-    reason = why_no_gpu()
+    reason, failure = why_no_gpu()
+    if failure is not None:
+        tap.report("the first probe: caibridge locates a zero-size CUDA "
+                   "array or says why it cannot", "fail", failure, [])
+        return tap.finish()
     if reason is not None:
         tap.line(f"1..0 # SKIP no CUDA device: {reason}")
         tap.write()
