@@ -169,7 +169,7 @@ class Header:
             out += ["   " + ("- " if len(group) > 1 else "") + text]
             if why:
                 out[-1] += ": " + " ".join(
-                    l.strip() for l in plaintext.to_rest(why))
+                    s.strip() for s in plaintext.to_rest(why))
         return i
 
     def _aggregate(self, i, comment, out):

@@ -2,7 +2,6 @@
 it over, consume, release), counted on the recording double with the event
 pool on, as users have it: a ceiling each, and never a blocking call.  A
 count, not a time: the double logs every entry point called."""
-import collections
 import os
 import pathlib
 import subprocess

@@ -462,7 +462,8 @@ def test_consumer_thread_without_a_context(tl, consumer):
     capsule = on_new_thread(consume)
     tl.open(gate)
     tl.drain()
-    del capsule, view
+    del capsule
+    view = None
     assert (out == NEW).all(), "the consumer read before the producer"
 
 
@@ -583,7 +584,8 @@ def test_view_wait_from_a_thread_without_a_context_lets_go_of_the_gil(tl):
         lambda: view.__dlpack__(stream=2, max_version=(1, 3)))
     assert tl.violations() == "", "the host wait held the GIL"
     assert ran == [1]
-    del capsule, view
+    del capsule
+    view = None
 
 
 def test_consumer_capture_already_invalidated_is_refused(tl):

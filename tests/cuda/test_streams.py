@@ -2,6 +2,7 @@
 CUDA runtime: what a stream argument means, when the producer's stream is
 read, CPU consumers of host-accessible memory, and the reverse edge when a
 consumer releases the data."""
+import ctypes
 
 import pytest
 

@@ -172,7 +172,8 @@ def _cudart_refusal(tmp_path, prepare):
 def test_cudart_folder_writable_by_others(tmp_path):
     """cuda.rst: a folder others may write (not sticky) is refused, and
     the message says so."""
-    text = _cudart_refusal(tmp_path, lambda f, l: os.chmod(f, 0o777))
+    text = _cudart_refusal(tmp_path,
+                           lambda folder, lib: os.chmod(folder, 0o777))
     assert re.search(r"its folder \S+ may be written by others "
                      r"\(mode 0777\)", text), text
     assert "owned by uid" not in text, text
@@ -184,7 +185,7 @@ def test_cudart_folder_of_another_user(tmp_path):
     if os.geteuid() != 0:
         pytest.skip("only root can give a folder to another user here")
     text = _cudart_refusal(tmp_path,
-                           lambda f, l: os.chown(f, 54321, 54321))
+                           lambda folder, lib: os.chown(folder, 54321, 54321))
     assert re.search(r"its folder \S+ is owned by uid 54321, neither this "
                      r"user \(uid 0\) nor root", text), text
     assert "written by others" not in text, text
@@ -194,7 +195,7 @@ def test_cudart_file_of_another_user(tmp_path):
     if os.geteuid() != 0:
         pytest.skip("only root can give a file to another user here")
     text = _cudart_refusal(tmp_path,
-                           lambda f, l: os.chown(l, 54321, 54321))
+                           lambda folder, lib: os.chown(lib, 54321, 54321))
     assert re.search(r"libcudart\.so\.13 is owned by uid 54321, neither "
                      r"this user \(uid 0\) nor root", text), text
     assert "written by others" not in text, text
@@ -223,4 +224,5 @@ def test_readme_links_are_absolute():
     readme = read("README.md")
     links = re.findall(r"\]\(([^)]+)\)", readme)
     assert links, "the README links to the docs"
-    assert [l for l in links if not l.startswith(("https://", "#"))] == []
+    assert [link for link in links
+            if not link.startswith(("https://", "#"))] == []

@@ -91,7 +91,8 @@ def test_macro_comment_belongs_to_its_entry():
     assert ".. c:macro:: CAI_B\n             CAI_C\n\n   Says B.\n" in text
     assert "   - ``CAI_C`` = ``3``: c" in rest
     # Nothing unindented between the directives but the directives.
-    loose = [l for l in rest if l and not l.startswith((" ", ".. c:macro"))]
+    loose = [line for line in rest
+             if line and not line.startswith((" ", ".. c:macro"))]
     assert loose == [], loose
 
 
