@@ -340,10 +340,14 @@ PyObject *add_dlpack(PyObject *module, PyObject *cls)
  * the class was not patched. */
 cai_state *bridge_state_of(PyObject *o)
 {
+    /* The module state is what is sought, so the name cannot come from it:
+     * an identifier keeps one interned str per interpreter, found by index
+     * (making and interning the str each call cost ~800 instructions). */
+    _Py_IDENTIFIER(__dlpack_c_exchange_api__);
     PyObject *name, *capsule;
     cai_state *st = NULL;
 
-    name = PyUnicode_InternFromString("__dlpack_c_exchange_api__");
+    name = _PyUnicode_FromId(&PyId___dlpack_c_exchange_api__); /* borrowed */
     if (name == NULL)
         return NULL;
 #ifdef Py_GIL_DISABLED
@@ -352,7 +356,6 @@ cai_state *bridge_state_of(PyObject *o)
 #else
     capsule = _PyType_Lookup(Py_TYPE(o), name); /* borrowed */
 #endif
-    Py_DECREF(name);
     if (capsule != NULL && is_bridge_capsule(capsule))
         st = PyModule_GetState((PyObject *)PyCapsule_GetContext(capsule));
 #ifdef Py_GIL_DISABLED
