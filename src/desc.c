@@ -64,6 +64,44 @@ int cai_desc_check(const cai_desc_t *d, int64_t *elem_strides,
                      bits % 8 != 0))
         return header_error(d, err);
     itemsize = (int64_t)(bits / 8);
+    if (!d->has_strides) {
+        /* Contiguous: the count and the element strides in one pass from
+         * the last axis; a negative extent goes to the pass below, which
+         * names the first one. */
+        int64_t step = 1;
+
+        for (i = d->ndim - 1; i >= 0; i--) {
+            int64_t n = d->shape[i];
+
+            if (CAI_UNLIKELY(n < 0))
+                goto forward;
+            elem_strides[i] = step;
+            zero |= n == 0;
+            overflow |= __builtin_mul_overflow(count, n, &count);
+            /* Saturates only for zero-size arrays, whose strides are
+             * moot. */
+            if (n > 1 && __builtin_mul_overflow(step, n, &step))
+                step = INT64_MAX;
+        }
+        if (zero)
+            return 0;
+        if (CAI_UNLIKELY(overflow))
+            return cai_fail(err, CAI_EINVAL, "shape",
+                            "the number of elements overflows 64 bits");
+        if (CAI_UNLIKELY(d->data == NULL))
+            return cai_fail(err, CAI_EINVAL, "data",
+                            "data pointer is 0 but the array has %lld "
+                            "elements", (long long)count);
+        if (CAI_UNLIKELY(__builtin_mul_overflow(count, itemsize, &hi)))
+            return cai_fail(err, CAI_EINVAL, "shape",
+                            "the array's size in bytes overflows 64 bits");
+        if (CAI_UNLIKELY(wraps(d->data, 0, hi)))
+            return wrap_error(d->data, 0, hi, err);
+        return 0;
+    }
+forward:
+    count = 1;
+    zero = overflow = 0;
     /* One pass: the first negative extent, and the element count (0 when
      * any extent is 0, whatever the others multiply to). */
     for (i = 0; i < d->ndim; i++) {

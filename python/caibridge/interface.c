@@ -418,9 +418,10 @@ static int read_desc(cai_state *st, PyObject *obj, PyObject *iface,
             goto fail;
     }
     Py_CLEAR(o);
-    /* What is left is what this kind of interface does not read. */
-    for (j = 0; j < F_COUNT; j++)
-        Py_CLEAR(entries[j]);
+    /* Every entry read was taken above; left are only those this kind of
+     * interface does not read. */
+    Py_XDECREF(entries[F_STREAM]);
+    Py_XDECREF(entries[F_OFFSET]);
     /* Well formed throughout: now a type DLPack cannot hold is the error. */
     if (later.status != 0) {
         raise_status(st, &later);

@@ -162,7 +162,16 @@ PyObject *object_export(cai_state *st, PyObject *obj, PyObject *device,
     /* A copy reads the data here: checked first. */
     if (describe(st, obj, device, req->copy ? elem : NULL, &d, &keep) != 0)
         return NULL;
-    if (request_prepare(st, &d, req) != 0) {
+    if (req->stream == NULL && !d.has_stream && !req->copy &&
+        (req->dl_device == NULL || req->dl_device == Py_None)) {
+        /* No stream on either side and the data where it is: of
+         * request_prepare's checks only the read-only one can fail. */
+        if (!req->versioned && d.readonly && !req->readonly_legacy_ok) {
+            Py_XDECREF(keep);
+            readonly_legacy_error();
+            return NULL;
+        }
+    } else if (request_prepare(st, &d, req) != 0) {
         Py_XDECREF(keep);
         return NULL;
     }
