@@ -30,16 +30,6 @@ static int header_error(const cai_desc_t *d, cai_error_t *err)
                     cai_dtype_name(d->dtype, name));
 }
 
-/* 1 when the bytes [data + lo, data + hi) do not all have addresses: the
- * array would run below address 0 or past the top of the address space. */
-static int wraps(const void *data, int64_t lo, int64_t hi)
-{
-    uintptr_t p = (uintptr_t)data;
-    uint64_t below = lo < 0 ? (uint64_t)0 - (uint64_t)lo : 0;
-
-    return below > p || (uint64_t)hi > (uint64_t)(UINTPTR_MAX - p);
-}
-
 static int wrap_error(const void *data, int64_t lo, int64_t hi,
                       cai_error_t *err)
 {
@@ -57,6 +47,8 @@ int cai_desc_check(const cai_desc_t *d, int64_t *elem_strides,
     char name[32];
     int i, zero = 0, overflow = 0;
 
+    if (!d->has_strides && cai_contiguous_ok(d, elem_strides))
+        return 0;
     /* One test for the whole header; header_error says which rule broke. */
     if (CAI_UNLIKELY((unsigned)d->version > 3 ||
                      (unsigned)d->ndim > CAI_MAX_NDIM || d->has_mask ||
@@ -64,44 +56,6 @@ int cai_desc_check(const cai_desc_t *d, int64_t *elem_strides,
                      bits % 8 != 0))
         return header_error(d, err);
     itemsize = (int64_t)(bits / 8);
-    if (!d->has_strides) {
-        /* Contiguous: the count and the element strides in one pass from
-         * the last axis; a negative extent goes to the pass below, which
-         * names the first one. */
-        int64_t step = 1;
-
-        for (i = d->ndim - 1; i >= 0; i--) {
-            int64_t n = d->shape[i];
-
-            if (CAI_UNLIKELY(n < 0))
-                goto forward;
-            elem_strides[i] = step;
-            zero |= n == 0;
-            overflow |= __builtin_mul_overflow(count, n, &count);
-            /* Saturates only for zero-size arrays, whose strides are
-             * moot. */
-            if (n > 1 && __builtin_mul_overflow(step, n, &step))
-                step = INT64_MAX;
-        }
-        if (zero)
-            return 0;
-        if (CAI_UNLIKELY(overflow))
-            return cai_fail(err, CAI_EINVAL, "shape",
-                            "the number of elements overflows 64 bits");
-        if (CAI_UNLIKELY(d->data == NULL))
-            return cai_fail(err, CAI_EINVAL, "data",
-                            "data pointer is 0 but the array has %lld "
-                            "elements", (long long)count);
-        if (CAI_UNLIKELY(__builtin_mul_overflow(count, itemsize, &hi)))
-            return cai_fail(err, CAI_EINVAL, "shape",
-                            "the array's size in bytes overflows 64 bits");
-        if (CAI_UNLIKELY(wraps(d->data, 0, hi)))
-            return wrap_error(d->data, 0, hi, err);
-        return 0;
-    }
-forward:
-    count = 1;
-    zero = overflow = 0;
     /* One pass: the first negative extent, and the element count (0 when
      * any extent is 0, whatever the others multiply to). */
     for (i = 0; i < d->ndim; i++) {
@@ -139,7 +93,7 @@ forward:
                 __builtin_mul_overflow(step, d->shape[i], &step))
                 step = INT64_MAX;
         }
-        if (CAI_UNLIKELY(count > 0 && wraps(d->data, 0, hi)))
+        if (CAI_UNLIKELY(count > 0 && cai_wraps(d->data, 0, hi)))
             return wrap_error(d->data, 0, hi, err);
         return 0;
     }
@@ -165,7 +119,7 @@ forward:
                      __builtin_sub_overflow(hi, lo, &span)))
         return cai_fail(err, CAI_EINVAL, "strides",
                         "the byte extent of the array overflows 64 bits");
-    if (CAI_UNLIKELY(wraps(d->data, lo, hi)))
+    if (CAI_UNLIKELY(cai_wraps(d->data, lo, hi)))
         return wrap_error(d->data, lo, hi, err);
     return 0;
 }
