@@ -82,8 +82,8 @@ static int collect_entries(cai_state *st, PyObject *iface,
         }
         continue;
     found:
-        if (entries[j] == NULL)
-            entries[j] = Py_NewRef(value);
+        /* Keys are unique by equality, so no entry is found twice. */
+        entries[j] = Py_NewRef(value);
     }
     Py_END_CRITICAL_SECTION();
     if (!slow)
