@@ -1042,12 +1042,11 @@ def print_targets(by_key, ir=None):
     base = med("host:torch:numpy+prop")
     line("torch.from_dlpack(as_dlpack(h)) / (torch.from_dlpack(nd) + prop)",
          e2e / base if e2e and base else None, 1.1, "x")
-    line("C exchange API, ns per hand-over", med("xapi:cb"), 100, " ns",
-         met_if_le=False)
+    line("C exchange API, ns per hand-over", med("xapi:cb"), 30, " ns")
     core = [r.median for k, r in by_key.items()
             if k.startswith("core:core to_")]
     line("C core descriptor -> tensor + deleter, worst case, ns",
-         max(core) if core else None, 50, " ns", met_if_le=False)
+         max(core) if core else None, 20, " ns")
     if ir and all(k in ir for k in ("view", "capsule", "prop", "numpy")):
         print("  the same ratios in instructions (callgrind; repeatable):")
         for sfx, label in (("", "prebuilt"), ("_built", "built")):
