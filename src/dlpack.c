@@ -223,12 +223,18 @@ int cai_desc_tensor(const cai_desc_t *d, int versioned, unsigned options,
     rc = !d->has_strides && cai_contiguous_ok(d, dims + n)
              ? 0
              : cai_desc_check(d, dims + n, err);
-    if (CAI_UNLIKELY(rc == 0 && !versioned && d->readonly &&
-                     !(options & CAI_OPT_LEGACY_READONLY_OK)))
-        rc = readonly_legacy_error(err);
     if (CAI_UNLIKELY(rc != 0)) {
         free(block);
         goto fail;
+    }
+    if (CAI_UNLIKELY(!versioned && d->readonly &&
+                     !(options & CAI_OPT_LEGACY_READONLY_OK))) {
+        free(block);
+        rc = readonly_legacy_error(err);
+        /* Refused for read-only data: the owner is released all the same. */
+        if (release != NULL)
+            release(owner);
+        return rc;
     }
     for (i = 0; i < n; i++)
         dims[i] = d->shape[i];
