@@ -39,29 +39,34 @@ static inline int cai_wraps(const void *data, int64_t lo, int64_t hi)
 static inline int cai_contiguous_ok(const cai_desc_t *d, int64_t *elem)
 {
     uint32_t bits = (uint32_t)d->dtype.bits * d->dtype.lanes;
-    int64_t count = 1, step = 1, bytes;
+    int64_t step = 1, bytes;
     int i, zero = 0, overflow = 0;
 
     if ((unsigned)d->version > 3 || (unsigned)d->ndim > CAI_MAX_NDIM ||
         d->has_mask || (d->has_stream && d->stream == 0) || bits == 0 ||
         bits % 8 != 0)
         return 0;
+    /* With no zero extent the last stride times the first extent is the
+     * element count, so one product serves both. */
     for (i = d->ndim - 1; i >= 0; i--) {
         int64_t n = d->shape[i];
 
         if (n < 0)
             return 0;
         elem[i] = step;
-        zero |= n == 0;
-        overflow |= __builtin_mul_overflow(count, n, &count);
-        /* Saturates only for zero-size arrays, whose strides are moot. */
-        if (n > 1 && __builtin_mul_overflow(step, n, &step))
+        if (n == 0) {
+            zero = 1;
+        } else if (n > 1 && __builtin_mul_overflow(step, n, &step)) {
+            /* Saturates: only a zero-size array gets past it, and its
+             * strides are moot. */
+            overflow = 1;
             step = INT64_MAX;
+        }
     }
     if (zero) /* addresses nothing */
         return 1;
     return !overflow && d->data != NULL &&
-           !__builtin_mul_overflow(count, (int64_t)(bits / 8), &bytes) &&
+           !__builtin_mul_overflow(step, (int64_t)(bits / 8), &bytes) &&
            !cai_wraps(d->data, 0, bytes);
 }
 
