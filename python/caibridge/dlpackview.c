@@ -354,7 +354,8 @@ static PyObject *view_dlpack(PyObject *self, PyObject *const *args,
         return NULL;
     if ((versioned = wants_versioned(values[1])) < 0)
         return NULL;
-    if ((to_host = check_dl_device(st, values[2], v->device)) < 0)
+    if (values[2] != NULL &&
+        (to_host = check_dl_device(st, values[2], v->device)) < 0)
         return NULL;
     if ((copy = read_copy(values[3])) < 0)
         return NULL;
