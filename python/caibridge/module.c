@@ -213,8 +213,15 @@ static PyObject *to_dlpack(PyObject *module, PyObject *const *args,
     PyObject *values[7] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     cai_request_t req;
 
-    if (check_positional("to_dlpack", nargs, 1) != 0 ||
-        match_keywords("to_dlpack", args + nargs, kwnames, st->kw_to_dlpack,
+    if (check_positional("to_dlpack", nargs, 1) != 0)
+        return NULL;
+    if (kwnames == NULL) { /* every keyword its default */
+        req.stream = req.dl_device = NULL;
+        req.versioned = req.copy = req.readonly_legacy_ok = 0;
+        req.sync = 1;
+        return object_export(st, args[0], NULL, &req);
+    }
+    if (match_keywords("to_dlpack", args + nargs, kwnames, st->kw_to_dlpack,
                        values, 7) != 0)
         return NULL;
     if ((req.versioned = wants_versioned(values[0])) < 0 ||

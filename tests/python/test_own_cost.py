@@ -21,8 +21,8 @@ import tempfile
 N = 2000  # calls per case: counts are exact, so few are needed
 
 # (path, its case and the property it excludes, the floor's pair, limit):
-# the limits leave a margin over the targets (1.10x, and 1.40x for the
-# view, which makes one more object and one more call than the floor).
+# the limits leave about 5% over the targets (1.10x, and 1.40x for the view,
+# which makes one more object and one more call than the floor).
 LIMITS = [
     ("to_dlpack(o)", ("capsule", "prop"), ("floor", "prop"), 1.15),
     ("add_dlpack class o.__dlpack__()", ("patched", "patched_prop"),
@@ -31,7 +31,7 @@ LIMITS = [
      ("floor_cai", "cai_prop"), 1.15),
     ("add_dlpack class through its C exchange table",
      ("c_exchange", "c_patched_prop"), ("floor", "prop"), 1.15),
-    ("as_dlpack(o).__dlpack__()", ("view", "prop"), ("floor", "prop"), 1.55),
+    ("as_dlpack(o).__dlpack__()", ("view", "prop"), ("floor", "prop"), 1.46),
 ]
 
 
