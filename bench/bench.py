@@ -15,6 +15,12 @@ with (named in the "vs" column): above 1, caibridge is faster.
 subtracted repeat by repeat, and NumPy's x.__dlpack__() has the empty timing
 loop subtracted the same way, so both sides count the call alone.
 
+"The floor" (floor() in xbench.c) is the least any bridge from an
+__array_interface__ dict to a capsule does, with no validation: one
+attribute read, the entries by look-up, one malloc, one capsule.
+caibridge's own cost is given as a ratio to the floor's, both counted in
+instructions by callgrind in the same child process.
+
 Writes bench.csv and bench.png into --out.  Targets are checked and printed,
 never asserted: this is a measurement, not a test.
 """
