@@ -3,9 +3,10 @@
 #
 #   bench/bench-interpreters.sh [VERSION|PYTHON]...
 #
-# For each interpreter (pyenv's 3.11.7, 3.12.1 and 3.13.0 by default; a
-# version names ~/.pyenv/versions/VERSION/bin/python3, anything else is
-# taken as a path), pip-builds a copy of this tree into a virtual
+# For each interpreter (pyenv's 3.10.13, 3.11.7, 3.12.1, 3.13.0 and a
+# free-threaded 3.13t by default; a version names
+# ~/.pyenv/versions/VERSION/bin/python3, or python3.13t for a VERSION ending
+# in t, anything else is taken as a path), pip-builds a copy of this tree into a virtual
 # environment with NumPy, builds the C consumer bench/xbench.c beside it,
 # counts instructions with bench.py --ratios, and prints the ratios side by
 # side with their targets.  Instruction counts only: no timing runs.
@@ -21,7 +22,7 @@ pyenv_root=${PYENV_ROOT:-$HOME/.pyenv}
 valgrind=${VALGRIND:-valgrind}
 cc=${CC:-cc}
 
-[ $# -gt 0 ] || set -- 3.11.7 3.12.1 3.13.0
+[ $# -gt 0 ] || set -- 3.10.13 3.11.7 3.12.1 3.13.0 3.13.0t
 command -v "$valgrind" >/dev/null 2>&1 ||
     { echo "$0: $valgrind not found (instruction counts need it)" >&2; exit 1; }
 
@@ -41,10 +42,11 @@ last=
 for want in "$@"; do
     case $want in
     */*) py=$want ;;
+    *t) py=$pyenv_root/versions/$want/bin/python${want%.*t}t ;;
     *) py=$pyenv_root/versions/$want/bin/python3 ;;
     esac
     if [ ! -x "$py" ]; then
-        echo "$0: $py: no such interpreter, skipped" >&2
+        echo "== $want: skipped: $py is not built here" >&2
         continue
     fi
     tag=$("$py" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')

@@ -55,3 +55,10 @@ bench-interpreters:
 
 .PHONY: bench-interpreters
 EXTRA_DIST += bench/bench-interpreters.sh
+
+# caibridge's own cost against the floor's, in instructions (callgrind;
+# skipped without valgrind): fails when a path grows past its margin.
+if HAVE_PYTHON
+TESTS += tests/python/test_own_cost.py
+endif
+EXTRA_DIST += tests/python/test_own_cost.py

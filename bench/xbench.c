@@ -10,6 +10,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "caibridge/dlpack.h"
@@ -241,7 +242,165 @@ static PyObject *has_table(PyObject *self, PyObject *obj)
     Py_RETURN_TRUE;
 }
 
+/* ------------------------------------------------------------------ */
+/* The floor: the least any bridge from __array_interface__ to DLPack
+ * does, with no validation at all.  One attribute read, the five entries
+ * by look-up, the shape (and strides) with PyLong_AsLongLong, the typestr's
+ * kind and size with atoi, the pointer and read-only flag, one malloc of
+ * the tensor with shape and strides inline, one capsule.  caibridge's own
+ * cost is reported as a ratio to it. */
+
+static PyObject *floor_key[5]; /* shape, typestr, data, strides, version */
+static PyObject *floor_name_ai, *floor_name_cai;
+
+static void floor_deleter(DLManagedTensorVersioned *t)
+{
+    Py_DECREF((PyObject *)t->manager_ctx);
+    free(t);
+}
+
+static void floor_capsule_destructor(PyObject *cap)
+{
+    if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
+        DLManagedTensorVersioned *t =
+            PyCapsule_GetPointer(cap, "dltensor_versioned");
+
+        t->deleter(t);
+    }
+}
+
+static PyObject *floor_export(PyObject *o, PyObject *name, DLDevice dev)
+{
+    PyObject *d, *shape, *typestr, *data, *strides, *version, *cap;
+    DLManagedTensorVersioned *t;
+    const char *text;
+    Py_ssize_t len, ndim, i;
+    int64_t *dims;
+    int size, ro;
+    void *ptr;
+
+    if ((d = PyObject_GetAttr(o, name)) == NULL)
+        return NULL;
+    shape = PyDict_GetItemWithError(d, floor_key[0]);
+    typestr = PyDict_GetItemWithError(d, floor_key[1]);
+    data = PyDict_GetItemWithError(d, floor_key[2]);
+    strides = PyDict_GetItemWithError(d, floor_key[3]);
+    version = PyDict_GetItemWithError(d, floor_key[4]);
+    (void)version;
+    if (shape == NULL || typestr == NULL || data == NULL)
+        goto bad;
+    ndim = PyTuple_GET_SIZE(shape);
+    if ((t = malloc(sizeof *t + 2 * (size_t)ndim * sizeof(int64_t))) == NULL)
+        goto bad;
+    dims = (int64_t *)(t + 1);
+    for (i = 0; i < ndim; i++)
+        dims[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
+    t->dl_tensor.strides = NULL;
+    if (strides != NULL && strides != Py_None) {
+        for (i = 0; i < ndim; i++)
+            dims[ndim + i] = PyLong_AsLongLong(PyTuple_GET_ITEM(strides, i));
+        t->dl_tensor.strides = dims + ndim;
+    }
+    text = PyUnicode_AsUTF8AndSize(typestr, &len);
+    size = text != NULL && len > 2 ? atoi(text + 2) : 0;
+    ptr = PyLong_AsVoidPtr(PyTuple_GET_ITEM(data, 0));
+    ro = PyObject_IsTrue(PyTuple_GET_ITEM(data, 1));
+    t->version.major = DLPACK_MAJOR_VERSION;
+    t->version.minor = DLPACK_MINOR_VERSION;
+    t->manager_ctx = Py_NewRef(o);
+    t->deleter = floor_deleter;
+    t->flags = ro ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
+    t->dl_tensor.data = ptr;
+    t->dl_tensor.device = dev;
+    t->dl_tensor.ndim = (int32_t)ndim;
+    t->dl_tensor.dtype.code = text == NULL ? kDLFloat
+                              : text[1] == 'f' ? kDLFloat
+                              : text[1] == 'i' ? kDLInt
+                              : text[1] == 'u' ? kDLUInt
+                              : text[1] == 'c' ? kDLComplex : kDLBool;
+    t->dl_tensor.dtype.bits = (uint8_t)(size * 8);
+    t->dl_tensor.dtype.lanes = 1;
+    t->dl_tensor.shape = dims;
+    t->dl_tensor.byte_offset = 0;
+    Py_DECREF(d);
+    cap = PyCapsule_New(t, "dltensor_versioned", floor_capsule_destructor);
+    if (cap == NULL)
+        floor_deleter(t);
+    return cap;
+
+bad:
+    Py_DECREF(d);
+    if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "floor: entries missing");
+    return NULL;
+}
+
+/* floor(o) -> capsule from o.__array_interface__ (a host tensor). */
+static PyObject *floor_host(PyObject *self, PyObject *o)
+{
+    DLDevice dev = {kDLCPU, 0};
+
+    return floor_export(o, floor_name_ai, dev);
+}
+
+/* floor_cai(o) -> capsule from o.__cuda_array_interface__, the device
+ * given as (kDLCUDA, 0). */
+static PyObject *floor_cai(PyObject *self, PyObject *o)
+{
+    DLDevice dev = {kDLCUDA, 0};
+
+    return floor_export(o, floor_name_cai, dev);
+}
+
+/* prop_loop(obj, name, n, label): n reads of getattr(obj, name) from C,
+ * counted by callgrind under label (what the exchange API's own cost
+ * leaves out). */
+static PyObject *prop_loop(PyObject *self, PyObject *args)
+{
+    PyObject *obj, *name;
+    Py_ssize_t n, i;
+    const char *label;
+
+    if (!PyArg_ParseTuple(args, "OUns", &obj, &name, &n, &label))
+        return NULL;
+    Py_INCREF(name);
+    PyUnicode_InternInPlace(&name);
+    count_start();
+    for (i = 0; i < n; i++) {
+        PyObject *r = PyObject_GetAttr(obj, name);
+
+        if (r == NULL)
+            break;
+        Py_DECREF(r);
+    }
+    count_stop(label);
+    Py_DECREF(name);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static int floor_init(void)
+{
+    static const char *const keys[5] = {"shape", "typestr", "data",
+                                        "strides", "version"};
+    int i;
+
+    for (i = 0; i < 5; i++)
+        if ((floor_key[i] = PyUnicode_InternFromString(keys[i])) == NULL)
+            return -1;
+    floor_name_ai = PyUnicode_InternFromString("__array_interface__");
+    floor_name_cai = PyUnicode_InternFromString("__cuda_array_interface__");
+    return floor_name_ai != NULL && floor_name_cai != NULL ? 0 : -1;
+}
+
 static PyMethodDef methods[] = {
+    {"floor", floor_host, METH_O,
+     "floor(o) -> a DLPack capsule from o.__array_interface__, unchecked"},
+    {"floor_cai", floor_cai, METH_O,
+     "floor_cai(o) -> the same from o.__cuda_array_interface__"},
+    {"prop_loop", prop_loop, METH_VARARGS,
+     "prop_loop(obj, name, n, label): n attribute reads from C, counted"},
     {"exchange_loop", exchange_loop, METH_VARARGS,
      "exchange_loop(obj, n[, label]) -> ns for n tensors through the C "
      "exchange API, counted by callgrind under label when given"},
@@ -267,5 +426,7 @@ PyMODINIT_FUNC PyInit__xbench(void);
 
 PyMODINIT_FUNC PyInit__xbench(void)
 {
+    if (floor_init() != 0)
+        return NULL;
     return PyModule_Create(&module);
 }

@@ -30,16 +30,6 @@ static int header_error(const cai_desc_t *d, cai_error_t *err)
                     cai_dtype_name(d->dtype, name));
 }
 
-/* 1 when the bytes [data + lo, data + hi) do not all have addresses: the
- * array would run below address 0 or past the top of the address space. */
-static int wraps(const void *data, int64_t lo, int64_t hi)
-{
-    uintptr_t p = (uintptr_t)data;
-    uint64_t below = lo < 0 ? (uint64_t)0 - (uint64_t)lo : 0;
-
-    return below > p || (uint64_t)hi > (uint64_t)(UINTPTR_MAX - p);
-}
-
 static int wrap_error(const void *data, int64_t lo, int64_t hi,
                       cai_error_t *err)
 {
@@ -57,6 +47,8 @@ int cai_desc_check(const cai_desc_t *d, int64_t *elem_strides,
     char name[32];
     int i, zero = 0, overflow = 0;
 
+    if (!d->has_strides && cai_contiguous_ok(d, elem_strides))
+        return 0;
     /* One test for the whole header; header_error says which rule broke. */
     if (CAI_UNLIKELY((unsigned)d->version > 3 ||
                      (unsigned)d->ndim > CAI_MAX_NDIM || d->has_mask ||
@@ -101,7 +93,7 @@ int cai_desc_check(const cai_desc_t *d, int64_t *elem_strides,
                 __builtin_mul_overflow(step, d->shape[i], &step))
                 step = INT64_MAX;
         }
-        if (CAI_UNLIKELY(count > 0 && wraps(d->data, 0, hi)))
+        if (CAI_UNLIKELY(count > 0 && cai_wraps(d->data, 0, hi)))
             return wrap_error(d->data, 0, hi, err);
         return 0;
     }
@@ -127,7 +119,7 @@ int cai_desc_check(const cai_desc_t *d, int64_t *elem_strides,
                      __builtin_sub_overflow(hi, lo, &span)))
         return cai_fail(err, CAI_EINVAL, "strides",
                         "the byte extent of the array overflows 64 bits");
-    if (CAI_UNLIKELY(wraps(d->data, lo, hi)))
+    if (CAI_UNLIKELY(cai_wraps(d->data, lo, hi)))
         return wrap_error(d->data, lo, hi, err);
     return 0;
 }

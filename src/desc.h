@@ -21,6 +21,55 @@ static inline void cai_desc_init(cai_desc_t *d, void *data, int ndim,
     d->device = device;
 }
 
+/* 1 when the bytes [data + lo, data + hi) do not all have addresses: the
+ * array would run below address 0 or past the top of the address space. */
+static inline int cai_wraps(const void *data, int64_t lo, int64_t hi)
+{
+    uintptr_t p = (uintptr_t)data;
+    uint64_t below = lo < 0 ? (uint64_t)0 - (uint64_t)lo : 0;
+
+    return below > p || (uint64_t)hi > (uint64_t)(UINTPTR_MAX - p);
+}
+
+/*
+ * The usual descriptor, one with no strides, checked in one pass from the
+ * last axis, writing its element strides: 1 when it follows every rule of
+ * cai_desc_check, 0 when cai_desc_check must run to name the one broken.
+ */
+static inline int cai_contiguous_ok(const cai_desc_t *d, int64_t *elem)
+{
+    uint32_t bits = (uint32_t)d->dtype.bits * d->dtype.lanes;
+    int64_t step = 1, bytes;
+    int i, zero = 0, overflow = 0;
+
+    if ((unsigned)d->version > 3 || (unsigned)d->ndim > CAI_MAX_NDIM ||
+        d->has_mask || (d->has_stream && d->stream == 0) || bits == 0 ||
+        bits % 8 != 0)
+        return 0;
+    /* With no zero extent the last stride times the first extent is the
+     * element count, so one product serves both. */
+    for (i = d->ndim - 1; i >= 0; i--) {
+        int64_t n = d->shape[i];
+
+        if (n < 0)
+            return 0;
+        elem[i] = step;
+        if (n == 0) {
+            zero = 1;
+        } else if (n > 1 && __builtin_mul_overflow(step, n, &step)) {
+            /* Saturates: only a zero-size array gets past it, and its
+             * strides are moot. */
+            overflow = 1;
+            step = INT64_MAX;
+        }
+    }
+    if (zero) /* addresses nothing */
+        return 1;
+    return !overflow && d->data != NULL &&
+           !__builtin_mul_overflow(step, (int64_t)(bits / 8), &bytes) &&
+           !cai_wraps(d->data, 0, bytes);
+}
+
 /* Checks desc and writes its strides in elements to elem_strides (ndim
  * entries; C-contiguous ones when desc has none). */
 int cai_desc_check(const cai_desc_t *desc, int64_t *elem_strides,
@@ -37,6 +86,15 @@ int cai_desc_check(const cai_desc_t *desc, int64_t *elem_strides,
 int cai_tensor_new(const DLTensor *t, int readonly, int versioned,
                    unsigned options, void *owner, cai_release_fn release,
                    void **out, cai_error_t *err);
+
+/*
+ * cai_desc_check and cai_tensor_new in one: checks d and builds the tensor
+ * around its data, its element strides written straight into the tensor.
+ * Ownership and errors as cai_tensor_new's (d's rules are checked first).
+ */
+int cai_desc_tensor(const cai_desc_t *d, int versioned, unsigned options,
+                    void *owner, cai_release_fn release, void **out,
+                    cai_error_t *err);
 
 /*
  * For a capsule's owner that holds the GIL: frees the block of a tensor made

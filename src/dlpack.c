@@ -52,9 +52,7 @@ static int desc_to_tensor(const cai_desc_t *desc, int versioned,
                           cai_release_fn release, void **out,
                           cai_error_t *err)
 {
-    int64_t shape[CAI_MAX_NDIM], strides[CAI_MAX_NDIM];
-    DLTensor proto;
-    int rc, i;
+    int rc;
 
     *out = NULL;
     if (CAI_UNLIKELY(desc->ndim < 0 || desc->ndim > CAI_MAX_NDIM)) {
@@ -67,21 +65,8 @@ static int desc_to_tensor(const cai_desc_t *desc, int versioned,
                       "(cai_cuda_locate) or give it explicitly");
         goto fail;
     }
-    rc = cai_desc_check(desc, strides, err);
-    if (CAI_UNLIKELY(rc != 0))
-        goto fail;
-    /* A loop, not memcpy: a call costs more than copying a few extents. */
-    for (i = 0; i < desc->ndim; i++)
-        shape[i] = desc->shape[i];
-    proto.data = desc->data;
-    proto.device = desc->device;
-    proto.ndim = desc->ndim;
-    proto.dtype = desc->dtype;
-    proto.shape = shape;
-    proto.strides = strides;
-    proto.byte_offset = 0;
-    rc = cai_tensor_new(&proto, desc->readonly, versioned, options, owner,
-                        release, out, err);
+    rc = cai_desc_tensor(desc, versioned, options, owner, release, out,
+                         err);
     if (rc == 0)
         cai_ok(err);
     return rc;
@@ -107,14 +92,70 @@ int cai_desc_to_dlpack(const cai_desc_t *desc, unsigned options, void *owner,
     return desc_to_tensor(desc, 0, options, owner, release, (void **)out, err);
 }
 
+/* The block of a tensor of ndim (0..CAI_MAX_NDIM) dimensions with its
+ * header filled (all but data, device, dtype, shape and strides), or NULL;
+ * *t is its DLTensor, *dims its room for shape then strides. */
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline void *tensor_block(int ndim, int readonly, int versioned,
+                          unsigned options, void *owner,
+                          cai_release_fn release, DLTensor **t,
+                          int64_t **dims)
+{
+    size_t n = (size_t)ndim;
+
+    if (versioned) {
+        versioned_block *b = malloc(sizeof *b + 2 * n * sizeof(int64_t));
+
+        if (CAI_UNLIKELY(b == NULL))
+            return NULL;
+        b->tensor.version.major = CAIBRIDGE_DLPACK_MAJOR;
+        b->tensor.version.minor = CAIBRIDGE_DLPACK_MINOR;
+        b->tensor.manager_ctx = owner;
+        b->tensor.deleter = versioned_deleter;
+        b->tensor.flags = (readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : 0) |
+                          ((options & CAI_OPT_IS_COPIED)
+                               ? DLPACK_FLAG_BITMASK_IS_COPIED : 0);
+        b->release = release;
+        *t = &b->tensor.dl_tensor;
+        *dims = b->dims;
+        return &b->tensor;
+    } else {
+        legacy_block *b = malloc(sizeof *b + 2 * n * sizeof(int64_t));
+
+        if (CAI_UNLIKELY(b == NULL))
+            return NULL;
+        b->tensor.manager_ctx = owner;
+        b->tensor.deleter = legacy_deleter;
+        b->release = release;
+        *t = &b->tensor.dl_tensor;
+        *dims = b->dims;
+        return &b->tensor;
+    }
+}
+
+static int readonly_legacy_error(cai_error_t *err)
+{
+    return cai_fail(err, CAI_EREADONLY, "data",
+                    "the data is read-only and a legacy DLPack tensor "
+                    "cannot say so; ask for a versioned tensor or opt "
+                    "in to exporting read-only data as writable");
+}
+
+static int no_tensor_memory(int ndim, cai_error_t *err)
+{
+    return cai_fail(err, CAI_ENOMEM, "", "cannot allocate a tensor of %d "
+                    "dimensions", ndim);
+}
+
 int cai_tensor_new(const DLTensor *src, int readonly, int versioned,
                    unsigned options, void *owner, cai_release_fn release,
                    void **out, cai_error_t *err)
 {
-    size_t n;
+    size_t n, i;
     DLTensor *t;
     int64_t *dims;
-    size_t i;
     int rc;
 
     *out = NULL;
@@ -124,41 +165,16 @@ int cai_tensor_new(const DLTensor *src, int readonly, int versioned,
     }
     if (CAI_UNLIKELY(!versioned && readonly &&
                      !(options & CAI_OPT_LEGACY_READONLY_OK))) {
-        rc = cai_fail(err, CAI_EREADONLY, "data",
-                      "the data is read-only and a legacy DLPack tensor "
-                      "cannot say so; ask for a versioned tensor or opt "
-                      "in to exporting read-only data as writable");
+        rc = readonly_legacy_error(err);
+        goto fail;
+    }
+    *out = tensor_block(src->ndim, readonly, versioned, options, owner,
+                        release, &t, &dims);
+    if (CAI_UNLIKELY(*out == NULL)) {
+        rc = no_tensor_memory(src->ndim, err);
         goto fail;
     }
     n = (size_t)src->ndim;
-    if (versioned) {
-        versioned_block *b = malloc(sizeof *b + 2 * n * sizeof(int64_t));
-
-        if (CAI_UNLIKELY(b == NULL))
-            goto nomem;
-        b->tensor.version.major = CAIBRIDGE_DLPACK_MAJOR;
-        b->tensor.version.minor = CAIBRIDGE_DLPACK_MINOR;
-        b->tensor.manager_ctx = owner;
-        b->tensor.deleter = versioned_deleter;
-        b->tensor.flags = (readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : 0) |
-                          ((options & CAI_OPT_IS_COPIED)
-                               ? DLPACK_FLAG_BITMASK_IS_COPIED : 0);
-        b->release = release;
-        t = &b->tensor.dl_tensor;
-        dims = b->dims;
-        *out = &b->tensor;
-    } else {
-        legacy_block *b = malloc(sizeof *b + 2 * n * sizeof(int64_t));
-
-        if (CAI_UNLIKELY(b == NULL))
-            goto nomem;
-        b->tensor.manager_ctx = owner;
-        b->tensor.deleter = legacy_deleter;
-        b->release = release;
-        t = &b->tensor.dl_tensor;
-        dims = b->dims;
-        *out = &b->tensor;
-    }
     for (i = 0; i < n; i++) {
         dims[i] = src->shape[i];
         dims[n + i] = src->strides[i];
@@ -172,9 +188,66 @@ int cai_tensor_new(const DLTensor *src, int readonly, int versioned,
     t->byte_offset = 0;
     return 0;
 
-nomem:
-    rc = cai_fail(err, CAI_ENOMEM, "", "cannot allocate a tensor of %d "
-                  "dimensions", src->ndim);
+fail:
+    if (release != NULL)
+        release(owner);
+    return rc;
+}
+
+int cai_desc_tensor(const cai_desc_t *d, int versioned, unsigned options,
+                    void *owner, cai_release_fn release, void **out,
+                    cai_error_t *err)
+{
+    size_t n, i;
+    DLTensor *t;
+    int64_t *dims;
+    void *block;
+    int rc;
+
+    *out = NULL;
+    if (CAI_UNLIKELY(d->ndim < 0 || d->ndim > CAI_MAX_NDIM)) {
+        int64_t none[1];
+
+        /* The check names the first rule broken, the ndim's or before. */
+        rc = cai_desc_check(d, none, err);
+        goto fail;
+    }
+    block = tensor_block(d->ndim, d->readonly, versioned, options, owner,
+                         release, &t, &dims);
+    if (CAI_UNLIKELY(block == NULL)) {
+        rc = no_tensor_memory(d->ndim, err);
+        goto fail;
+    }
+    n = (size_t)d->ndim;
+    /* The element strides go straight into the tensor. */
+    rc = !d->has_strides && cai_contiguous_ok(d, dims + n)
+             ? 0
+             : cai_desc_check(d, dims + n, err);
+    if (CAI_UNLIKELY(rc != 0)) {
+        free(block);
+        goto fail;
+    }
+    if (CAI_UNLIKELY(!versioned && d->readonly &&
+                     !(options & CAI_OPT_LEGACY_READONLY_OK))) {
+        free(block);
+        rc = readonly_legacy_error(err);
+        /* Refused for read-only data: the owner is released all the same. */
+        if (release != NULL)
+            release(owner);
+        return rc;
+    }
+    for (i = 0; i < n; i++)
+        dims[i] = d->shape[i];
+    t->data = d->data;
+    t->device = d->device;
+    t->ndim = d->ndim;
+    t->dtype = d->dtype;
+    t->shape = n > 0 ? dims : NULL;
+    t->strides = n > 0 ? dims + n : NULL;
+    t->byte_offset = 0;
+    *out = block;
+    return 0;
+
 fail:
     if (release != NULL)
         release(owner);

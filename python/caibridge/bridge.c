@@ -23,13 +23,14 @@ typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *module; /* whose state the calls use */
+    cai_state *st;    /* its state, kept as long as module is */
     const char *name;
     const char *doc;
 } BridgeMethodObject;
 
 static inline cai_state *method_state(PyObject *self)
 {
-    return PyModule_GetState(((BridgeMethodObject *)self)->module);
+    return ((BridgeMethodObject *)self)->st;
 }
 
 /* The instance a call was made on: the first positional argument. */
@@ -56,9 +57,15 @@ static PyObject *patched_dlpack(PyObject *self, PyObject *const *args,
     cai_state *st = method_state(self);
     cai_request_t req;
 
-    if (method_self(self, nargsf, 0) != 0 ||
-        dlpack_request(st, args + 1, kwnames, &req) != 0)
+    if (method_self(self, nargsf, 0) != 0)
         return NULL;
+    if (kwnames == NULL) { /* every keyword its default */
+        req.stream = req.dl_device = NULL;
+        req.versioned = req.copy = req.readonly_legacy_ok = 0;
+        req.sync = 1;
+    } else if (dlpack_request(st, args + 1, kwnames, &req) != 0) {
+        return NULL;
+    }
     return object_export(st, args[0], NULL, &req);
 }
 
@@ -104,6 +111,7 @@ static int method_traverse(PyObject *self, visitproc visit, void *arg)
 
 static int method_clear(PyObject *self)
 {
+    ((BridgeMethodObject *)self)->st = NULL;
     Py_CLEAR(((BridgeMethodObject *)self)->module);
     return 0;
 }
@@ -194,6 +202,7 @@ static PyObject *method_new(cai_state *st, PyObject *module,
         return NULL;
     m->vectorcall = call;
     m->module = Py_NewRef(module);
+    m->st = PyModule_GetState(module);
     m->name = name;
     m->doc = doc;
     PyObject_GC_Track(m);
@@ -340,10 +349,14 @@ PyObject *add_dlpack(PyObject *module, PyObject *cls)
  * the class was not patched. */
 cai_state *bridge_state_of(PyObject *o)
 {
+    /* The module state is what is sought, so the name cannot come from it:
+     * an identifier keeps one interned str per interpreter, found by index
+     * (making and interning the str each call cost ~800 instructions). */
+    _Py_IDENTIFIER(__dlpack_c_exchange_api__);
     PyObject *name, *capsule;
     cai_state *st = NULL;
 
-    name = PyUnicode_InternFromString("__dlpack_c_exchange_api__");
+    name = _PyUnicode_FromId(&PyId___dlpack_c_exchange_api__); /* borrowed */
     if (name == NULL)
         return NULL;
 #ifdef Py_GIL_DISABLED
@@ -352,7 +365,6 @@ cai_state *bridge_state_of(PyObject *o)
 #else
     capsule = _PyType_Lookup(Py_TYPE(o), name); /* borrowed */
 #endif
-    Py_DECREF(name);
     if (capsule != NULL && is_bridge_capsule(capsule))
         st = PyModule_GetState((PyObject *)PyCapsule_GetContext(capsule));
 #ifdef Py_GIL_DISABLED

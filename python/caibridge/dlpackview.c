@@ -237,13 +237,18 @@ PyObject *as_dlpack(PyObject *module, PyObject *const *args,
     cai_desc_t d;
     int sync, ro_ok;
 
-    if (check_positional("as_dlpack", nargs, 1) != 0 ||
-        match_keywords("as_dlpack", args + nargs, kwnames, st->kw_as_dlpack,
-                       values, 3) != 0)
+    if (check_positional("as_dlpack", nargs, 1) != 0)
         return NULL;
-    if ((sync = read_flag(values[1], "sync", 1)) < 0 ||
-        (ro_ok = read_flag(values[2], "allow_readonly_legacy", 0)) < 0)
+    if (kwnames == NULL) { /* every keyword its default */
+        sync = 1;
+        ro_ok = 0;
+    } else if (match_keywords("as_dlpack", args + nargs, kwnames,
+                              st->kw_as_dlpack, values, 3) != 0 ||
+               (sync = read_flag(values[1], "sync", 1)) < 0 ||
+               (ro_ok = read_flag(values[2], "allow_readonly_legacy", 0)) <
+                   0) {
         return NULL;
+    }
     if (describe(st, args[0], values[0], elem, &d, &keep) != 0)
         return NULL;
     return view_new(st, args[0], &d, elem, keep, sync, ro_ok);
@@ -348,13 +353,17 @@ static PyObject *view_dlpack(PyObject *self, PyObject *const *args,
     PyObject *values[4] = {NULL, NULL, NULL, NULL};
     int versioned, copy, to_host = 0;
 
-    if (check_positional("__dlpack__", nargs, 0) != 0 ||
-        match_keywords("__dlpack__", args + nargs, kwnames, st->kw_dlpack,
+    if (check_positional("__dlpack__", nargs, 0) != 0)
+        return NULL;
+    if (kwnames == NULL) /* every keyword its default */
+        return view_export(st, v, NULL, 0, 0, 0);
+    if (match_keywords("__dlpack__", args + nargs, kwnames, st->kw_dlpack,
                        values, 4) != 0)
         return NULL;
     if ((versioned = wants_versioned(values[1])) < 0)
         return NULL;
-    if ((to_host = check_dl_device(st, values[2], v->device)) < 0)
+    if (values[2] != NULL &&
+        (to_host = check_dl_device(st, values[2], v->device)) < 0)
         return NULL;
     if ((copy = read_copy(values[3])) < 0)
         return NULL;

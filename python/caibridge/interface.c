@@ -55,12 +55,15 @@ static int collect_entries(cai_state *st, PyObject *iface,
 {
     Py_ssize_t pos = 0;
     PyObject *key, *value;
+    Py_ssize_t left;
     int j, slow = 0;
 
     for (j = 0; j < F_COUNT; j++)
         entries[j] = NULL;
     Py_BEGIN_CRITICAL_SECTION(iface);
-    while (PyDict_Next(iface, &pos, &key, &value)) {
+    /* Stops at the last entry rather than at a call that finds none. */
+    left = PyDict_GET_SIZE(iface);
+    while (left-- > 0 && PyDict_Next(iface, &pos, &key, &value)) {
         Py_hash_t hash;
 
         /* Keys written as literals are our interned strings themselves. */
@@ -79,8 +82,8 @@ static int collect_entries(cai_state *st, PyObject *iface,
         }
         continue;
     found:
-        if (entries[j] == NULL)
-            entries[j] = Py_NewRef(value);
+        /* Keys are unique by equality, so no entry is found twice. */
+        entries[j] = Py_NewRef(value);
     }
     Py_END_CRITICAL_SECTION();
     if (!slow)
@@ -325,8 +328,17 @@ static int read_desc(cai_state *st, PyObject *obj, PyObject *iface,
     if ((o = take_required(entries, F_SHAPE, name, st->name[F_SHAPE]))
         == NULL)
         goto fail;
-    if ((n = read_int_tuple(o, "shape", d->shape)) < 0)
+    if (PyTuple_CheckExact(o) &&
+        (n = PyTuple_GET_SIZE(o)) <= CAI_MAX_NDIM) {
+        /* The usual shape, read here; anything else by read_int_tuple. */
+        for (j = 0; j < n; j++)
+            if (!small_int(PyTuple_GET_ITEM(o, j), &d->shape[j]))
+                break;
+        if (j < n && read_int_tuple(o, "shape", d->shape) < 0)
+            goto fail;
+    } else if ((n = read_int_tuple(o, "shape", d->shape)) < 0) {
         goto fail;
+    }
     d->ndim = (int)n;
     Py_CLEAR(o);
 
@@ -418,9 +430,10 @@ static int read_desc(cai_state *st, PyObject *obj, PyObject *iface,
             goto fail;
     }
     Py_CLEAR(o);
-    /* What is left is what this kind of interface does not read. */
-    for (j = 0; j < F_COUNT; j++)
-        Py_CLEAR(entries[j]);
+    /* Every entry read was taken above; left are only those this kind of
+     * interface does not read. */
+    Py_XDECREF(entries[F_STREAM]);
+    Py_XDECREF(entries[F_OFFSET]);
     /* Well formed throughout: now a type DLPack cannot hold is the error. */
     if (later.status != 0) {
         raise_status(st, &later);
@@ -577,8 +590,10 @@ int describe(cai_state *st, PyObject *obj, PyObject *device, int64_t *elem,
         goto fail;
     if (validate || *keep != NULL) {
         int64_t scratch[CAI_MAX_NDIM];
+        int64_t *into = elem != NULL ? elem : scratch;
 
-        if (cai_desc_check(d, elem != NULL ? elem : scratch, &err) != 0) {
+        if (!(!d->has_strides && cai_contiguous_ok(d, into)) &&
+            cai_desc_check(d, into, &err) != 0) {
             raise_status(st, &err);
             goto fail;
         }

@@ -33,38 +33,31 @@ PyDoc_STRVAR(to_dlpack_doc,
 
 /* A tensor over a descriptor describe() read, checked here (its element
  * strides computed), holding owner (consumed, also on failure). */
-int checked_tensor(cai_state *st, cai_desc_t *d, int versioned,
-                   unsigned options, PyObject *owner, void **out)
+static inline int checked_tensor_inline(cai_state *st, cai_desc_t *d,
+                                        int versioned, unsigned options,
+                                        PyObject *owner, void **out)
 {
-    int64_t elem[CAI_MAX_NDIM];
     cai_release_fn release = release_pyobject;
     void *held = owner;
     cai_error_t err;
-    DLTensor t;
 
-    if (cai_desc_check(d, elem, &err) != 0) {
-        Py_DECREF(owner);
-        raise_status(st, &err);
-        return -1;
-    }
     if (st->home != NULL && owner_away(st->home, owner, &held, &release) != 0) {
         Py_DECREF(owner);
         PyErr_NoMemory();
         return -1;
     }
-    t.data = d->data;
-    t.device = d->device;
-    t.ndim = d->ndim;
-    t.dtype = d->dtype;
-    t.shape = d->shape;
-    t.strides = elem;
-    t.byte_offset = 0;
-    if (cai_tensor_new(&t, d->readonly, versioned, options, held, release,
-                       out, &err) != 0) {
+    if (cai_desc_tensor(d, versioned, options, held, release, out, &err)
+        != 0) {
         raise_status(st, &err);
         return -1;
     }
     return 0;
+}
+
+int checked_tensor(cai_state *st, cai_desc_t *d, int versioned,
+                   unsigned options, PyObject *owner, void **out)
+{
+    return checked_tensor_inline(st, d, versioned, options, owner, out);
 }
 
 /* What a tensor viewing obj's data holds: obj, and the buffer export when
@@ -162,7 +155,16 @@ PyObject *object_export(cai_state *st, PyObject *obj, PyObject *device,
     /* A copy reads the data here: checked first. */
     if (describe(st, obj, device, req->copy ? elem : NULL, &d, &keep) != 0)
         return NULL;
-    if (request_prepare(st, &d, req) != 0) {
+    if (req->stream == NULL && !d.has_stream && !req->copy &&
+        (req->dl_device == NULL || req->dl_device == Py_None)) {
+        /* No stream on either side and the data where it is: of
+         * request_prepare's checks only the read-only one can fail. */
+        if (!req->versioned && d.readonly && !req->readonly_legacy_ok) {
+            Py_XDECREF(keep);
+            readonly_legacy_error();
+            return NULL;
+        }
+    } else if (request_prepare(st, &d, req) != 0) {
         Py_XDECREF(keep);
         return NULL;
     }
@@ -173,10 +175,11 @@ PyObject *object_export(cai_state *st, PyObject *obj, PyObject *device,
     }
     if ((owner = tensor_owner(obj, keep)) == NULL)
         return NULL;
-    if (checked_tensor(st, &d, req->versioned,
-                       req->readonly_legacy_ok ? CAI_OPT_LEGACY_READONLY_OK
-                                               : 0,
-                       owner, &tensor) != 0)
+    if (checked_tensor_inline(st, &d, req->versioned,
+                              req->readonly_legacy_ok
+                                  ? CAI_OPT_LEGACY_READONLY_OK
+                                  : 0,
+                              owner, &tensor) != 0)
         return NULL;
     return tensor_capsule(tensor, req->versioned);
 }
@@ -200,7 +203,7 @@ int object_tensor(cai_state *st, PyObject *obj, void **out)
     }
     if ((owner = tensor_owner(obj, keep)) == NULL)
         return -1;
-    return checked_tensor(st, &d, 1, 0, owner, out);
+    return checked_tensor_inline(st, &d, 1, 0, owner, out);
 }
 
 static PyObject *to_dlpack(PyObject *module, PyObject *const *args,
@@ -210,8 +213,15 @@ static PyObject *to_dlpack(PyObject *module, PyObject *const *args,
     PyObject *values[7] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     cai_request_t req;
 
-    if (check_positional("to_dlpack", nargs, 1) != 0 ||
-        match_keywords("to_dlpack", args + nargs, kwnames, st->kw_to_dlpack,
+    if (check_positional("to_dlpack", nargs, 1) != 0)
+        return NULL;
+    if (kwnames == NULL) { /* every keyword its default */
+        req.stream = req.dl_device = NULL;
+        req.versioned = req.copy = req.readonly_legacy_ok = 0;
+        req.sync = 1;
+        return object_export(st, args[0], NULL, &req);
+    }
+    if (match_keywords("to_dlpack", args + nargs, kwnames, st->kw_to_dlpack,
                        values, 7) != 0)
         return NULL;
     if ((req.versioned = wants_versioned(values[0])) < 0 ||
