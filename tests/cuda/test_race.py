@@ -421,27 +421,34 @@ def test_stream_1_of_the_datas_device(tl, ordered):
 
 @pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "race"])
 def test_release_on_stream_1_of_the_datas_device(tl, ordered):
-    """The reverse edge of a producer on device 1's stream 1, released while
-    device 0's context is current: device 1's stream 1 waits for the
-    consumer's read, not device 0's."""
+    """A consumer on device 1's stream 1 releases while device 0's context
+    is current: the release's event goes on device 1's stream 1 (where the
+    read is), so the producer stays until the read is done, not until
+    device 0's idle stream 1 is."""
     src, out = tl.buffer(value=NEW, device=1), tl.buffer(device=1)
-    b = tl.stream(1)
+    producer = CAIArray(src, LEGACY)
+    alive = weakref.ref(producer)
     tl.c.set_current_device(1)
-    view = caibridge.as_dlpack(CAIArray(src, LEGACY), sync=ordered)
+    release_it = released_as_capsule(producer, ordered)
+    del producer
+    gate = tl.gate()
+    tl.copy(LEGACY, out, src, gate)                 # the consumer's read
     tl.c.set_current_device(0)
-    capsule = view.__dlpack__(stream=b, max_version=(1, 3))
-    gate = tl.gate(on_host_wait=True)
-    tl.copy(b, out, src, gate)                      # the consumer's read
-    del capsule, view                               # released on device 0
+    release_it()                                    # released on device 0
+    gc.collect()
+    if ordered:
+        assert alive() is not None, "the producer went before the read"
+    else:
+        assert alive() is None, "the race was not seen without the edge"
     tl.c.set_current_device(1)
-    tl.fill(LEGACY, src, 9)                         # the producer's next
-    tl.c.set_current_device(0)
     tl.open(gate)
     tl.drain()
-    if ordered:
-        assert (out == NEW).all(), "the producer overwrote before the read"
-    else:
-        assert (out == 9).all(), "the race was not seen without the edge"
+    tl.c.set_current_device(0)
+    assert caibridge._core._release_poll() == 0
+    gc.collect()
+    assert alive() is None, "the producer outlived the read"
+    assert (out == NEW).all()
+    assert tl.violations() == ""
 
 
 @pytest.mark.parametrize("consumer", [LEGACY, PER_THREAD],
@@ -490,29 +497,34 @@ def test_kept_events_stay_bounded_across_contexts(tl):
 
 @pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "race"])
 def test_release_on_stream_1_of_another_context(tl, ordered):
-    """A producer on stream 1 of a context that is not the device's
-    primary one, released while device 0's context is current: the reverse
-    edge goes on that context's stream 1 (the fence's), not on device 1's
-    primary context's nor on the releasing thread's."""
+    """A consumer on stream 1 of a context that is not the device's
+    primary one releases while device 0's context is current: the
+    producer stays until the read on that context's stream 1 is done."""
     src, out = tl.buffer(value=NEW, device=1), tl.buffer(device=1)
     ctx = tl.c.create_context(1)
-    b = tl.stream(1)
+    producer = CAIArray(src, LEGACY)
+    alive = weakref.ref(producer)
     tl.c.set_current_context(ctx)
-    view = caibridge.as_dlpack(CAIArray(src, LEGACY), sync=ordered)
+    release_it = released_as_capsule(producer, ordered)
+    del producer
+    gate = tl.gate()
+    tl.copy(LEGACY, out, src, gate)                 # the consumer's read
     tl.c.set_current_device(0)
-    capsule = view.__dlpack__(stream=b, max_version=(1, 3))
-    gate = tl.gate(on_host_wait=True)
-    tl.copy(b, out, src, gate)                      # the consumer's read
-    del capsule, view                               # released on device 0
+    release_it()                                    # released on device 0
+    gc.collect()
+    if ordered:
+        assert alive() is not None, "the producer went before the read"
+    else:
+        assert alive() is None, "the race was not seen without the edge"
     tl.c.set_current_context(ctx)
-    tl.fill(LEGACY, src, 9)                         # the producer's next
-    tl.c.set_current_device(0)
     tl.open(gate)
     tl.drain()
-    if ordered:
-        assert (out == NEW).all(), "the producer overwrote before the read"
-    else:
-        assert (out == 9).all(), "the race was not seen without the edge"
+    tl.c.set_current_device(0)
+    assert caibridge._core._release_poll() == 0
+    gc.collect()
+    assert alive() is None, "the producer outlived the read"
+    assert (out == NEW).all()
+    assert tl.violations() == ""
 
 
 @pytest.mark.parametrize("kind", [PINNED, MANAGED], ids=["pinned", "managed"])
