@@ -804,7 +804,7 @@ def instr_child(args):
     for name, f in cases:
         f()
         xb.count_loop(f, IR_N, name)
-    for name, f in cloops:
+    for _name, f in cloops:
         f()
     return 0
 
