@@ -51,8 +51,7 @@ static float storage[4096];
  * element of the last axis, so their strides are not C-contiguous. */
 static void make_desc(cai_desc_t *d, int ndim, int strided)
 {
-    static const int64_t shapes[4][4] = {
-        {1024}, {32, 32}, {4, 8, 4, 8}, {0}};
+    static const int64_t shapes[4][4] = {{1024}, {32, 32}, {4, 8, 4, 8}, {0}};
     const int64_t *shape = shapes[ndim == 1 ? 0 : ndim == 2 ? 1 : 2];
     int64_t step = strided ? 8 : 4;
     int i;
@@ -124,11 +123,15 @@ static double run_batch(bench_case *c)
 }
 
 static bench_case cases[] = {
-    {.ndim = 1}, {.ndim = 1, .strided = 1},
-    {.ndim = 2}, {.ndim = 2, .strided = 1},
-    {.ndim = 4}, {.ndim = 4, .strided = 1},
+    {.ndim = 1},
+    {.ndim = 1, .strided = 1},
+    {.ndim = 2},
+    {.ndim = 2, .strided = 1},
+    {.ndim = 4},
+    {.ndim = 4, .strided = 1},
     {.ndim = 2, .legacy = 1},
-    {.ndim = 2, .from = 1}, {.ndim = 4, .strided = 1, .from = 1},
+    {.ndim = 2, .from = 1},
+    {.ndim = 4, .strided = 1, .from = 1},
 };
 
 #define NCASES (sizeof cases / sizeof cases[0])
@@ -170,7 +173,8 @@ int main(int argc, char **argv)
         return 1;
     if (!quiet)
         printf("C core, ns per conversion (median of %d batches of %d; "
-               "[min .. max]):\n", BATCHES, ITERS);
+               "[min .. max]):\n",
+               BATCHES, ITERS);
     for (k = 0; k < NCASES; k++) {
         bench_case *c = &cases[k];
 

@@ -313,11 +313,12 @@ static PyObject *floor_export(PyObject *o, PyObject *name, DLDevice dev)
     t->dl_tensor.data = ptr;
     t->dl_tensor.device = dev;
     t->dl_tensor.ndim = (int32_t)ndim;
-    t->dl_tensor.dtype.code = text == NULL ? kDLFloat
+    t->dl_tensor.dtype.code = text == NULL     ? kDLFloat
                               : text[1] == 'f' ? kDLFloat
                               : text[1] == 'i' ? kDLInt
                               : text[1] == 'u' ? kDLUInt
-                              : text[1] == 'c' ? kDLComplex : kDLBool;
+                              : text[1] == 'c' ? kDLComplex
+                                               : kDLBool;
     t->dl_tensor.dtype.bits = (uint8_t)(size * 8);
     t->dl_tensor.dtype.lanes = 1;
     t->dl_tensor.shape = dims;
@@ -382,8 +383,8 @@ static PyObject *prop_loop(PyObject *self, PyObject *args)
 
 static int floor_init(void)
 {
-    static const char *const keys[5] = {"shape", "typestr", "data",
-                                        "strides", "version"};
+    static const char *const keys[5] = {"shape", "typestr", "data", "strides",
+                                        "version"};
     int i;
 
     for (i = 0; i < 5; i++)

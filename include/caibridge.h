@@ -18,7 +18,8 @@
 #include <caibridge/dlpack.h>
 
 #if !defined(DLPACK_MAJOR_VERSION) || DLPACK_MAJOR_VERSION < 1
-#error "caibridge needs the DLPack 1.x ABI; an older dlpack.h was included first"
+#error \
+    "caibridge needs the DLPack 1.x ABI; an older dlpack.h was included first"
 #endif
 
 #define CAIBRIDGE_VERSION_MAJOR 0
@@ -31,23 +32,23 @@
 #define CAIBRIDGE_DLPACK_MINOR 3
 
 #if defined(_WIN32)
-#  if defined(CAIBRIDGE_BUILDING)
-#    define CAI_API __declspec(dllexport)
-#  else
-#    define CAI_API __declspec(dllimport)
-#  endif
-#elif defined(__GNUC__) && defined(CAIBRIDGE_BUILDING)
-#  define CAI_API __attribute__((visibility("default")))
+#if defined(CAIBRIDGE_BUILDING)
+#define CAI_API __declspec(dllexport)
 #else
-#  define CAI_API
+#define CAI_API __declspec(dllimport)
+#endif
+#elif defined(__GNUC__) && defined(CAIBRIDGE_BUILDING)
+#define CAI_API __attribute__((visibility("default")))
+#else
+#define CAI_API
 #endif
 
 #if defined(__GNUC__)
-#  define CAI_WUR __attribute__((warn_unused_result))
-#  define CAI_NONNULL(...) __attribute__((nonnull(__VA_ARGS__)))
+#define CAI_WUR __attribute__((warn_unused_result))
+#define CAI_NONNULL(...) __attribute__((nonnull(__VA_ARGS__)))
 #else
-#  define CAI_WUR
-#  define CAI_NONNULL(...)
+#define CAI_WUR
+#define CAI_NONNULL(...)
 #endif
 
 #ifdef __cplusplus
@@ -148,7 +149,8 @@ CAI_API int cai_strides_elements_to_bytes(int ndim, const int64_t *elements,
 
 /* 1 when byte strides (NULL: none given) describe a C-contiguous layout. */
 CAI_API int cai_is_c_contiguous(int ndim, const int64_t *shape,
-                                const int64_t *strides_bytes, int64_t itemsize);
+                                const int64_t *strides_bytes,
+                                int64_t itemsize);
 
 /*
  * The bytes a strided layout addresses, relative to its data pointer: every
@@ -169,8 +171,8 @@ CAI_API int cai_layout_extent(int ndim, const int64_t *shape,
                               cai_error_t *err) CAI_WUR CAI_NONNULL(6, 7);
 
 /* Checks every rule a descriptor must follow to be converted; reads only. */
-CAI_API int cai_desc_validate(const cai_desc_t *desc, cai_error_t *err)
-    CAI_WUR CAI_NONNULL(1);
+CAI_API int cai_desc_validate(const cai_desc_t *desc, cai_error_t *err) CAI_WUR
+    CAI_NONNULL(1);
 
 /*
  * Builds a DLManagedTensorVersioned that views desc's memory.  The owner is
@@ -182,8 +184,8 @@ CAI_API int cai_desc_to_dlpack_versioned(const cai_desc_t *desc,
                                          unsigned options, void *owner,
                                          cai_release_fn release,
                                          DLManagedTensorVersioned **out,
-                                         cai_error_t *err)
-    CAI_WUR CAI_NONNULL(1, 5);
+                                         cai_error_t *err) CAI_WUR
+    CAI_NONNULL(1, 5);
 
 /*
  * Builds a legacy DLManagedTensor that views desc's memory, with the same
@@ -192,8 +194,8 @@ CAI_API int cai_desc_to_dlpack_versioned(const cai_desc_t *desc,
  */
 CAI_API int cai_desc_to_dlpack(const cai_desc_t *desc, unsigned options,
                                void *owner, cai_release_fn release,
-                               DLManagedTensor **out, cai_error_t *err)
-    CAI_WUR CAI_NONNULL(1, 5);
+                               DLManagedTensor **out, cai_error_t *err) CAI_WUR
+    CAI_NONNULL(1, 5);
 
 /* Describes a borrowed DLTensor in *out; the tensor stays the caller's. */
 CAI_API int cai_desc_from_dltensor(const DLTensor *tensor, cai_desc_t *out,
@@ -206,8 +208,9 @@ CAI_API int cai_desc_from_dltensor(const DLTensor *tensor, cai_desc_t *out,
  * but the version.
  */
 CAI_API int cai_desc_from_dlpack_versioned(const DLManagedTensorVersioned *t,
-                                           cai_desc_t *out, cai_error_t *err)
-    CAI_WUR CAI_NONNULL(1, 2);
+                                           cai_desc_t *out,
+                                           cai_error_t *err) CAI_WUR
+    CAI_NONNULL(1, 2);
 
 /* Describes a borrowed legacy tensor in *out; the tensor stays the caller's. */
 CAI_API int cai_desc_from_dlpack(const DLManagedTensor *t, cai_desc_t *out,
@@ -223,8 +226,8 @@ CAI_API int cai_cuda_built(void);
  * *version, which the caller owns.  Fails with CAI_ENOCUDA when no runtime
  * can be loaded.
  */
-CAI_API int cai_cuda_runtime_version(int *version, cai_error_t *err)
-    CAI_WUR CAI_NONNULL(1);
+CAI_API int cai_cuda_runtime_version(int *version, cai_error_t *err) CAI_WUR
+    CAI_NONNULL(1);
 
 /*
  * Finds where ptr lives and writes it to *out (caller-owned); nothing is
@@ -237,8 +240,8 @@ CAI_API int cai_cuda_runtime_version(int *version, cai_error_t *err)
  * thread's current CUDA context, else the runtime's current device, and
  * creates no context.
  */
-CAI_API int cai_cuda_locate(const void *ptr, DLDevice *out, cai_error_t *err)
-    CAI_WUR CAI_NONNULL(2);
+CAI_API int cai_cuda_locate(const void *ptr, DLDevice *out,
+                            cai_error_t *err) CAI_WUR CAI_NONNULL(2);
 
 /*
  * Like cai_cuda_locate for desc->data, but a zero-size array whose producer
@@ -266,13 +269,14 @@ CAI_API intptr_t cai_cuda_stream_from_handle(uintptr_t handle);
  * the same stream.  A consumer stream of 0 is refused (CAI_EINVAL).
  * Nothing is allocated; producer stays the caller's.
  */
-CAI_API int cai_cuda_order(const cai_desc_t *producer, intptr_t consumer_stream,
-                           cai_error_t *err) CAI_WUR CAI_NONNULL(1);
+CAI_API int cai_cuda_order(const cai_desc_t *producer,
+                           intptr_t consumer_stream, cai_error_t *err) CAI_WUR
+    CAI_NONNULL(1);
 
 /* Blocks the host until all work queued on stream has finished; nothing is
  * owned. */
-CAI_API int cai_cuda_stream_synchronize(intptr_t stream, cai_error_t *err)
-    CAI_WUR;
+CAI_API int cai_cuda_stream_synchronize(intptr_t stream,
+                                        cai_error_t *err) CAI_WUR;
 
 /*
  * A point in a producer's stream, taken when a view is made: an event
@@ -317,8 +321,8 @@ CAI_API int cai_fence_wait(const cai_fence_t *fence, intptr_t consumer_stream,
  * stays the caller's; NULL returns at once.  A fence recorded inside a graph
  * capture is refused (its work runs when the graph is launched).
  */
-CAI_API int cai_fence_synchronize(const cai_fence_t *fence, cai_error_t *err)
-    CAI_WUR;
+CAI_API int cai_fence_synchronize(const cai_fence_t *fence,
+                                  cai_error_t *err) CAI_WUR;
 
 /*
  * The reverse edge, for when a consumer releases the data, without
@@ -334,8 +338,8 @@ CAI_API int cai_fence_synchronize(const cai_fence_t *fence, cai_error_t *err)
  * graph is refused (CAI_EUNSUPPORTED).
  */
 CAI_API int cai_fence_release(const cai_fence_t *fence,
-                              intptr_t consumer_stream, cai_error_t *err)
-    CAI_WUR;
+                              intptr_t consumer_stream,
+                              cai_error_t *err) CAI_WUR;
 
 /* cai_fence_release_owner: the host waits for the consumer's work before
  * release runs (for producers that write in place right after). */

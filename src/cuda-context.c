@@ -15,7 +15,7 @@ int cai_ctx_save(struct op *op)
     if (!cai_have_driver())
         return 0;
     if (cai_op_failed(op, "cuCtxGetCurrent",
-                  cai_drv.ctx_get_current(&op->saved)))
+                      cai_drv.ctx_get_current(&op->saved)))
         return -1;
     op->now = op->saved;
     op->have_saved = 1;
@@ -71,9 +71,9 @@ static int enter_primary(struct op *op, int device, int *none)
     unsigned flags = 0;
     int active = 0;
 
-    if (cai_op_failed(op, "cuDevicePrimaryCtxGetState",
-                      cai_drv.primary_ctx_get_state((CUdevice)device, &flags,
-                                                    &active)))
+    if (cai_op_failed(
+            op, "cuDevicePrimaryCtxGetState",
+            cai_drv.primary_ctx_get_state((CUdevice)device, &flags, &active)))
         return -1;
     if (!active) {
         *none = 1;
@@ -105,7 +105,8 @@ static int enter_device_by_runtime(struct op *op, DLDevice device)
         return -1;
     if (d == device.device_id)
         return 0;
-    if (cai_op_failed(op, "cudaSetDevice", cai_rt.set_device(device.device_id)))
+    if (cai_op_failed(op, "cudaSetDevice",
+                      cai_rt.set_device(device.device_id)))
         return -1;
     if (!op->device_switched) {
         op->device_switched = 1;
@@ -124,9 +125,8 @@ static int enter_device_by_runtime(struct op *op, DLDevice device)
  * work for this call: the per-thread stream of a thread with no context, or
  * the legacy stream of a primary context not active.
  */
-int cai_enter_stream_context(struct op *op, intptr_t stream,
-                                DLDevice device, const CUcontext *known,
-                                int required, int *none)
+int cai_enter_stream_context(struct op *op, intptr_t stream, DLDevice device,
+                             const CUcontext *known, int required, int *none)
 {
     CUcontext target = NULL;
     CUdevice current;
@@ -137,8 +137,8 @@ int cai_enter_stream_context(struct op *op, intptr_t stream,
         if (!op->have_saved || (!required && op->now != NULL))
             return 0;
         if (cai_op_failed(op, "cuStreamGetCtx",
-                      cai_drv.stream_get_ctx((CUstream)cai_stream_handle(stream),
-                                            &target)))
+                          cai_drv.stream_get_ctx(
+                              (CUstream)cai_stream_handle(stream), &target)))
             return -1;
         return cai_ctx_switch(op, target);
     }
@@ -196,7 +196,7 @@ int cai_current_device(struct op *op, int *device)
         return 0;
     }
     return cai_op_failed(op, "cudaGetDevice", cai_rt.get_device(device)) ? -1
-                                                                       : 0;
+                                                                         : 0;
 }
 
 #endif /* HAVE_CUDA */

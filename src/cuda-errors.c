@@ -115,24 +115,30 @@ int cai_op_end(struct op *op, cai_error_t *err)
     if (op->pending == cudaSuccess)
         cai_rt.get_last_error();
     if (op->restore_call != NULL)
-        snprintf(restore, sizeof restore, "; restoring the caller's "
+        snprintf(restore, sizeof restore,
+                 "; restoring the caller's "
                  "context failed too: %s (CUDA error %d), its current "
-                 "context changed", op->restore_call, op->restore_rc);
+                 "context changed",
+                 op->restore_call, op->restore_rc);
     if (op->rc == cudaErrorInitializationError && cai_forked_after_load)
-        snprintf(hint, sizeof hint, "; this process was forked after CUDA "
+        snprintf(hint, sizeof hint,
+                 "; this process was forked after CUDA "
                  "was loaded, and CUDA cannot be used in a forked child");
     else if (status == CAI_ENOCUDA) {
         snprintf(hint, sizeof hint, "; no usable CUDA driver or device");
         describe_driver(hint + strlen(hint), sizeof hint - strlen(hint));
     } else if (is_sticky(op->rc))
-        snprintf(hint, sizeof hint, "; a sticky error: it may come from "
+        snprintf(hint, sizeof hint,
+                 "; a sticky error: it may come from "
                  "earlier asynchronous work (a kernel), not this call");
     else if (op->pending != cudaSuccess)
-        snprintf(hint, sizeof hint, "; CUDA error %d was already pending "
-                 "before this call", (int)op->pending);
-    return cai_fail(err, status, op->field, "%s failed: %s (CUDA error %d)%s%s",
-                    op->call, text != NULL ? text : "no description", op->rc,
-                    restore, hint);
+        snprintf(hint, sizeof hint,
+                 "; CUDA error %d was already pending "
+                 "before this call",
+                 (int)op->pending);
+    return cai_fail(
+        err, status, op->field, "%s failed: %s (CUDA error %d)%s%s", op->call,
+        text != NULL ? text : "no description", op->rc, restore, hint);
 }
 
 #endif /* HAVE_CUDA */

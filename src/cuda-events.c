@@ -58,8 +58,7 @@ static void read_limit(void)
 static int pooling(void)
 {
     pthread_once(&limit_once, read_limit);
-    return limit > 0 && !cai_forked_after_load &&
-           cai_drv.ctx_get_id != NULL;
+    return limit > 0 && !cai_forked_after_load && cai_drv.ctx_get_id != NULL;
 }
 
 int cai_context_id(struct op *op, CUcontext context, unsigned long long *id)
@@ -84,8 +83,7 @@ static int pool_alive(const struct pool *p)
 /* The pool of context id; with make, a free one (context set) when it has
  * none, taking back the slot of a context that ended when all are used
  * (its handles dropped, never destroyed). */
-static struct pool *pool_of(unsigned long long id, CUcontext context,
-                            int make)
+static struct pool *pool_of(unsigned long long id, CUcontext context, int make)
 {
     int i, j;
 
@@ -124,9 +122,9 @@ int cai_event_take(struct op *op, const struct cai_fence *fence,
         if (*event != NULL)
             return 1;
     }
-    return cai_op_failed(op, "cudaEventCreateWithFlags",
-                         cai_rt.event_create_with_flags(
-                             event, cudaEventDisableTiming))
+    return cai_op_failed(
+               op, "cudaEventCreateWithFlags",
+               cai_rt.event_create_with_flags(event, cudaEventDisableTiming))
                ? -1
                : 0;
 }

@@ -66,9 +66,9 @@ static int capture_state(struct op *op, intptr_t stream,
                          enum cudaStreamCaptureStatus *state)
 {
     *state = cudaStreamCaptureStatusNone;
-    return cai_op_failed(op, "cudaStreamIsCapturing",
-                     cai_rt.stream_is_capturing(cai_stream_handle(stream),
-                                                 state))
+    return cai_op_failed(
+               op, "cudaStreamIsCapturing",
+               cai_rt.stream_is_capturing(cai_stream_handle(stream), state))
                ? -1
                : 0;
 }
@@ -94,8 +94,7 @@ static int capture_id(struct op *op, intptr_t stream, unsigned long long *id)
 
     *id = 0;
     if (cai_rt_version >= 13000)
-        rc = ((capture_info_13)fn)(handle, &state, id, NULL, NULL, NULL,
-                                   NULL);
+        rc = ((capture_info_13)fn)(handle, &state, id, NULL, NULL, NULL, NULL);
     else if (cai_rt_version >= 12000)
         rc = ((capture_info_12)fn)(handle, &state, id, NULL, NULL, NULL);
     else
@@ -110,8 +109,7 @@ static int driver_present(void)
 {
     int version = 0;
 
-    return cai_rt.driver_get_version(&version) == cudaSuccess &&
-           version != 0;
+    return cai_rt.driver_get_version(&version) == cudaSuccess && version != 0;
 }
 
 /* Records an event on stream into fence (zeroed by the caller) within op;
@@ -129,8 +127,7 @@ static int record_in(struct op *op, intptr_t stream, DLDevice device,
     /* Host-accessible memory and no driver: no context ever held work on
      * it, so there is nothing to wait for and the host reads at once.
      * Device memory without a driver is an error, said by the calls. */
-    if (!op->have_saved && device.device_type != kDLCUDA &&
-        !driver_present())
+    if (!op->have_saved && device.device_type != kDLCUDA && !driver_present())
         return 0;
     /* The event must be made in the stream's own context. */
     if (cai_enter_stream_context(op, stream, device, NULL, 1, &none) != 0)
@@ -191,7 +188,8 @@ static int wait_in(struct op *op, const cai_fence_t *fence, intptr_t stream,
     /* Its context is gone, and its work with it: nothing to wait for. */
     if (!fence_context_alive(fence))
         return 0;
-    if (cai_enter_stream_context(op, stream, fence->device, known, 0, &none) != 0)
+    if (cai_enter_stream_context(op, stream, fence->device, known, 0, &none) !=
+        0)
         return -1;
     if (none) {
         /* A default stream of a thread with no context: its work will
@@ -200,7 +198,7 @@ static int wait_in(struct op *op, const cai_fence_t *fence, intptr_t stream,
         if (cai_enter_fence_context(op, fence) != 0)
             return -1;
         return cai_op_failed(op, "cudaEventSynchronize",
-                         host_wait_event(fence->event))
+                             host_wait_event(fence->event))
                    ? -1
                    : 0;
     }
@@ -233,14 +231,14 @@ static int wait_in(struct op *op, const cai_fence_t *fence, intptr_t stream,
         flags = cudaEventWaitExternal;
         /* Bookkeeping, not the fence's meaning: a graph node names the
          * event from now on, so it must never be reused. */
-        __atomic_store_n(&((struct cai_fence *)(uintptr_t)fence)->external,
-                         1, __ATOMIC_RELEASE);
+        __atomic_store_n(&((struct cai_fence *)(uintptr_t)fence)->external, 1,
+                         __ATOMIC_RELEASE);
     }
     if (*refusal != NULL)
         return 0;
     return cai_op_failed(op, "cudaStreamWaitEvent",
-                     cai_rt.stream_wait_event(cai_stream_handle(stream),
-                                               fence->event, flags))
+                         cai_rt.stream_wait_event(cai_stream_handle(stream),
+                                                  fence->event, flags))
                ? -1
                : 0;
 }
@@ -286,7 +284,7 @@ static int op_finish(struct op *op, const char *whose, const char *refusal,
 }
 
 int cai_record_fence(const cai_desc_t *producer, cai_fence_t **out,
-                        cai_error_t *err)
+                     cai_error_t *err)
 {
     struct cai_fence *fence;
     struct op op;
@@ -318,7 +316,7 @@ int cai_record_fence(const cai_desc_t *producer, cai_fence_t **out,
 }
 
 int cai_wait_fence(const cai_fence_t *fence, intptr_t consumer,
-                      cai_error_t *err)
+                   cai_error_t *err)
 {
     const char *refusal = NULL;
     struct op op;
@@ -333,7 +331,7 @@ int cai_wait_fence(const cai_fence_t *fence, intptr_t consumer,
 
 /* cai_cuda_order in one operation: one context save and restore. */
 int cai_order_now(const cai_desc_t *producer, intptr_t consumer,
-                     cai_error_t *err)
+                  cai_error_t *err)
 {
     struct cai_fence fence;
     const char *refusal = NULL;
@@ -382,10 +380,10 @@ static void wait_for_device(struct op *op, const cai_fence_t *fence)
     if (fence->have_context && cai_ctx_switch(op, fence->context) != 0)
         return;
     if (cai_current_device(op, &device) != 0 ||
-        cai_op_failed(op, "cudaDeviceGetAttribute",
-                      cai_rt.device_get_attribute(
-                          &concurrent, cudaDevAttrConcurrentManagedAccess,
-                          device)) ||
+        cai_op_failed(
+            op, "cudaDeviceGetAttribute",
+            cai_rt.device_get_attribute(
+                &concurrent, cudaDevAttrConcurrentManagedAccess, device)) ||
         concurrent)
         return;
     cai_op_failed(op, "cudaDeviceSynchronize", host_wait_device());
@@ -599,7 +597,7 @@ static struct pending *take_done(struct op *op, int wait)
             rc = cudaSuccess; /* its work went with its context */
         } else {
             cai_enter_fence_context(op, &p->back);
-                rc = wait ? host_wait_event(p->back.event)
+            rc = wait ? host_wait_event(p->back.event)
                       : cai_rt.event_query(p->back.event);
         }
         p->fresh = 0;
@@ -609,8 +607,8 @@ static struct pending *take_done(struct op *op, int wait)
             continue;
         }
         if (rc != cudaSuccess)
-            cai_op_failed(op, wait ? "cudaEventSynchronize"
-                                   : "cudaEventQuery", rc);
+            cai_op_failed(op, wait ? "cudaEventSynchronize" : "cudaEventQuery",
+                          rc);
         *at = p->next;
         p->next = done;
         done = p;

@@ -152,17 +152,17 @@ static inline cudaStream_t cai_stream_handle(intptr_t stream)
 /* A recorded event and what is needed to wait on it and release it. */
 struct cai_fence {
     cudaEvent_t event;
-    intptr_t stream;    /* where it was recorded */
-    DLDevice device;    /* the data's */
-    CUcontext context;  /* the event's */
+    intptr_t stream;   /* where it was recorded */
+    DLDevice device;   /* the data's */
+    CUcontext context; /* the event's */
     int have_context;
-    int captured;       /* recorded inside a graph capture */
+    int captured;               /* recorded inside a graph capture */
     unsigned long long capture; /* that capture's id */
-    int external;       /* atomic: a capture outside waited on it, so a
+    int external;               /* atomic: a capture outside waited on it, so a
                            graph's node names the event and it never goes
                            back to the pool */
     unsigned long long context_id; /* cuCtxGetId's, 0: unknown */
-    unsigned long long thread; /* cai_thread_id() of the recorder */
+    unsigned long long thread;     /* cai_thread_id() of the recorder */
 };
 
 /* cuda-events.c: the per-context pool.  take: 1 from the pool, 0 made
@@ -171,8 +171,7 @@ int cai_event_take(struct op *op, const struct cai_fence *fence,
                    cudaEvent_t *event);
 int cai_event_give(const struct cai_fence *fence);
 void cai_event_forget(unsigned long long context_id);
-int cai_context_id(struct op *op, CUcontext context,
-                   unsigned long long *id);
+int cai_context_id(struct op *op, CUcontext context, unsigned long long *id);
 
 #else /* !HAVE_CUDA */
 

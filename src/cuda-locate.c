@@ -30,8 +30,8 @@ static int by_driver(struct op *op, const void *ptr,
     void *data[] = {&owner, &type, &device, &managed};
 
     if (cai_op_failed(op, "cuPointerGetAttributes",
-                      cai_drv.pointer_get_attributes(4, which, data,
-                                                     (CUdeviceptr)(uintptr_t)ptr)))
+                      cai_drv.pointer_get_attributes(
+                          4, which, data, (CUdeviceptr)(uintptr_t)ptr)))
         return -1;
     if (owner != NULL)
         return cai_ctx_switch(op, owner) == 0 ? 1 : -1;
@@ -70,14 +70,15 @@ static int locate(const void *ptr, intptr_t stream, DLDevice *out,
             op.have_saved) {
             CUcontext target = NULL;
 
-            if (!cai_op_failed(&op, "cuStreamGetCtx",
-                           cai_drv.stream_get_ctx(
-                               (CUstream)cai_stream_handle(stream), &target)) &&
+            if (!cai_op_failed(
+                    &op, "cuStreamGetCtx",
+                    cai_drv.stream_get_ctx((CUstream)cai_stream_handle(stream),
+                                           &target)) &&
                 cai_ctx_switch(&op, target) == 0) {
                 CUdevice d;
 
                 if (!cai_op_failed(&op, "cuCtxGetDevice",
-                               cai_drv.ctx_get_device(&d)))
+                                   cai_drv.ctx_get_device(&d)))
                     device = (int)d;
             }
             cai_ctx_restore(&op);
@@ -107,17 +108,16 @@ static int locate(const void *ptr, intptr_t stream, DLDevice *out,
             return cai_op_end(&op, err);
         if (found > 0 &&
             cai_op_failed(&op, "cudaPointerGetAttributes",
-                          cai_rt.pointer_get_attributes(&a.attributes,
-                                                        ptr))) {
+                          cai_rt.pointer_get_attributes(&a.attributes, ptr))) {
             cai_ctx_restore(&op);
             return cai_op_end(&op, err);
         }
         cai_ctx_restore(&op);
         if (op.call != NULL || op.restore_call != NULL)
             return cai_op_end(&op, err);
-    } else if (cai_op_failed(&op, "cudaPointerGetAttributes",
-                         cai_rt.pointer_get_attributes(&a.attributes,
-                                                        ptr))) {
+    } else if (cai_op_failed(
+                   &op, "cudaPointerGetAttributes",
+                   cai_rt.pointer_get_attributes(&a.attributes, ptr))) {
         return cai_op_end(&op, err);
     }
     switch (a.attributes.type) {
@@ -125,8 +125,8 @@ static int locate(const void *ptr, intptr_t stream, DLDevice *out,
         if (a.attributes.device < 0)
             return cai_fail(err, CAI_ECUDA, "data",
                             "cudaPointerGetAttributes says data = %p is "
-                            "device memory on device %d", ptr,
-                            a.attributes.device);
+                            "device memory on device %d",
+                            ptr, a.attributes.device);
         out->device_type = kDLCUDA;
         out->device_id = a.attributes.device;
         break;
@@ -136,8 +136,7 @@ static int locate(const void *ptr, intptr_t stream, DLDevice *out,
             /* The device's address of registered host memory: only a
              * device can use this pointer. */
             out->device_type = kDLCUDA;
-            out->device_id = a.attributes.device < 0 ? 0
-                                                     : a.attributes.device;
+            out->device_id = a.attributes.device < 0 ? 0 : a.attributes.device;
             break;
         }
         if (a.attributes.devicePointer != NULL &&
@@ -145,8 +144,8 @@ static int locate(const void *ptr, intptr_t stream, DLDevice *out,
             return cai_fail(err, CAI_EUNSUPPORTED, "data",
                             "data = %p is registered host memory whose "
                             "device address is %p; the CUDA Array Interface "
-                            "needs the address a device uses", ptr,
-                            a.attributes.devicePointer);
+                            "needs the address a device uses",
+                            ptr, a.attributes.devicePointer);
         out->device_type = kDLCUDAHost;
         break;
     case cudaMemoryTypeManaged:
@@ -156,10 +155,10 @@ static int locate(const void *ptr, intptr_t stream, DLDevice *out,
         /* On HMM and ATS systems devices read pageable memory coherently:
          * it is unified memory. */
         if (cai_current_device(&op, &device) == 0 &&
-            !cai_op_failed(&op, "cudaDeviceGetAttribute",
-                       cai_rt.device_get_attribute(
-                           &access, cudaDevAttrPageableMemoryAccess,
-                           device)) &&
+            !cai_op_failed(
+                &op, "cudaDeviceGetAttribute",
+                cai_rt.device_get_attribute(
+                    &access, cudaDevAttrPageableMemoryAccess, device)) &&
             access) {
             out->device_type = kDLCUDAManaged;
             break;
@@ -175,8 +174,8 @@ static int locate(const void *ptr, intptr_t stream, DLDevice *out,
     default:
         return cai_fail(err, CAI_EUNSUPPORTED, "data",
                         "cudaPointerGetAttributes says data = %p has memory "
-                        "type %d, which caibridge does not know", ptr,
-                        (int)a.attributes.type);
+                        "type %d, which caibridge does not know",
+                        ptr, (int)a.attributes.type);
     }
     return cai_ok(err);
 }

@@ -45,7 +45,7 @@ int cai_cuda_locate_desc(const cai_desc_t *desc, DLDevice *out,
 }
 
 int cai_record_fence(const cai_desc_t *producer, cai_fence_t **out,
-                        cai_error_t *err)
+                     cai_error_t *err)
 {
     (void)producer;
     *out = NULL;
@@ -53,7 +53,7 @@ int cai_record_fence(const cai_desc_t *producer, cai_fence_t **out,
 }
 
 int cai_wait_fence(const cai_fence_t *fence, intptr_t consumer,
-                      cai_error_t *err)
+                   cai_error_t *err)
 {
     (void)fence;
     (void)consumer;
@@ -61,7 +61,7 @@ int cai_wait_fence(const cai_fence_t *fence, intptr_t consumer,
 }
 
 int cai_order_now(const cai_desc_t *producer, intptr_t consumer,
-                     cai_error_t *err)
+                  cai_error_t *err)
 {
     (void)producer;
     (void)consumer;
@@ -91,10 +91,9 @@ int cai_fence_release(const cai_fence_t *fence, intptr_t consumer_stream,
     return rc;
 }
 
-int cai_fence_release_owner(const cai_fence_t *fence,
-                            intptr_t consumer_stream, unsigned flags,
-                            void *owner, cai_release_fn release,
-                            cai_error_t *err)
+int cai_fence_release_owner(const cai_fence_t *fence, intptr_t consumer_stream,
+                            unsigned flags, void *owner,
+                            cai_release_fn release, cai_error_t *err)
 {
     int rc = cai_fence_release(fence, consumer_stream, err);
 

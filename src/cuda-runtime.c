@@ -30,7 +30,10 @@
 
 #ifdef HAVE_CUDA
 
-#define ENTRY_POINT(name, field) {name, offsetof(struct cudart, field)}
+#define ENTRY_POINT(name, field)             \
+    {                                        \
+        name, offsetof(struct cudart, field) \
+    }
 static const struct entry_point {
     const char *name;
     size_t offset;
@@ -57,7 +60,10 @@ static const struct entry_point {
 };
 
 
-#define DRIVER_ENTRY_POINT(name, field) {name, offsetof(struct cudriver, field)}
+#define DRIVER_ENTRY_POINT(name, field)        \
+    {                                          \
+        name, offsetof(struct cudriver, field) \
+    }
 static const struct entry_point driver_entry_points[] = {
     DRIVER_ENTRY_POINT("cuInit", init),
     DRIVER_ENTRY_POINT("cuCtxGetCurrent", ctx_get_current),
@@ -82,7 +88,7 @@ int cai_rt_version;
 static int runtime_loaded;
 static char runtime_path[PATH_MAX];
 static const char *runtime_how = "";
-static char runtime_problem[sizeof ((cai_error_t *)0)->message];
+static char runtime_problem[sizeof((cai_error_t *)0)->message];
 /* The candidates the last search passed over, "path: reason", each ended by
  * a NUL, the list by another. */
 static char runtime_refused[8192];
@@ -136,8 +142,9 @@ static int bind_runtime(void *handle, const char *what)
     const char *missing = NULL;
     cudaError_t rc;
 
-    if (bind_all(handle, entry_points, sizeof entry_points /
-                 sizeof *entry_points, &cai_rt, &missing) != 0) {
+    if (bind_all(handle, entry_points,
+                 sizeof entry_points / sizeof *entry_points, &cai_rt,
+                 &missing) != 0) {
         set_problem("%s is not a usable CUDA runtime: it has no %s", what,
                     missing);
         return -1;
@@ -499,13 +506,15 @@ static void note_other_dirs(char *problems, size_t size, size_t *used)
             char file[PATH_MAX];
             struct stat st;
 
-            if (snprintf(file, sizeof file, "%s/libcudart.so.%d", dir,
-                         major) < (int)sizeof file &&
+            if (snprintf(file, sizeof file, "%s/libcudart.so.%d", dir, major) <
+                    (int)sizeof file &&
                 lstat(file, &st) == 0) {
                 refuse(file, "not searched: only the site-packages folders "
-                       "(site.getsitepackages() and the user site) are");
-                add_problem(problems, size, used, "%s is not searched: it "
-                            "is not in a site-packages folder", file);
+                             "(site.getsitepackages() and the user site) are");
+                add_problem(problems, size, used,
+                            "%s is not searched: it "
+                            "is not in a site-packages folder",
+                            file);
             }
         }
 }
@@ -587,9 +596,11 @@ static void load_runtime(void)
     for (dir = search_dirs; *dir != '\0'; dir += strlen(dir) + 1) {
         if (dir[0] != '/') {
             refuse(dir, "not searched: a relative folder would depend on "
-                   "the working directory");
-            add_problem(problems, sizeof problems, &used, "%s is not "
-                        "searched: it is a relative folder", dir);
+                        "the working directory");
+            add_problem(problems, sizeof problems, &used,
+                        "%s is not "
+                        "searched: it is a relative folder",
+                        dir);
             continue;
         }
         if (load_newest(dir, problems, sizeof problems, &used) == 0) {
@@ -600,11 +611,15 @@ static void load_runtime(void)
     if (conda != NULL && conda[0] != '\0') {
         snprintf(what, sizeof what, "%s/lib", conda);
         if (conda[0] != '/') {
-            refuse(what, "not searched: CONDA_PREFIX=%s is not an absolute "
+            refuse(what,
+                   "not searched: CONDA_PREFIX=%s is not an absolute "
                    "path (a relative one would depend on the working "
-                   "directory)", conda);
-            add_problem(problems, sizeof problems, &used, "CONDA_PREFIX=%s "
-                        "is not searched: it is not an absolute path", conda);
+                   "directory)",
+                   conda);
+            add_problem(problems, sizeof problems, &used,
+                        "CONDA_PREFIX=%s "
+                        "is not searched: it is not an absolute path",
+                        conda);
         } else if (load_newest(what, problems, sizeof problems, &used) == 0) {
             found("conda", checked_path);
             return;
@@ -692,8 +707,7 @@ size_t cai_cuda_search_refused(char *list, size_t size)
     if (size < 1)
         return 0;
     pthread_mutex_lock(&runtime_lock);
-    for (entry = runtime_refused; *entry != '\0';
-         entry += strlen(entry) + 1) {
+    for (entry = runtime_refused; *entry != '\0'; entry += strlen(entry) + 1) {
         size_t len = strlen(entry);
 
         if (used + len + 2 > size)
@@ -768,8 +782,9 @@ static void load_driver(void)
     if (handle == NULL)
         return;
     memset(&table, 0, sizeof table);
-    if (bind_all(handle, driver_entry_points, sizeof driver_entry_points /
-                 sizeof *driver_entry_points, &table, &missing) != 0) {
+    if (bind_all(handle, driver_entry_points,
+                 sizeof driver_entry_points / sizeof *driver_entry_points,
+                 &table, &missing) != 0) {
         note_missing_driver(handle);
         return;
     }

@@ -22,9 +22,10 @@ static int header_error(const cai_desc_t *d, cai_error_t *err)
         return cai_fail(err, CAI_EUNSUPPORTED, "mask",
                         "mask is not None, and DLPack has no masked arrays");
     if (d->has_stream && d->stream == 0)
-        return cai_fail(err, CAI_EINVAL, "stream",
-                        "stream = 0 is disallowed by CAI v3 (ambiguous between "
-                        "None and the legacy default stream); use 1 or 2");
+        return cai_fail(
+            err, CAI_EINVAL, "stream",
+            "stream = 0 is disallowed by CAI v3 (ambiguous between "
+            "None and the legacy default stream); use 1 or 2");
     return cai_fail(err, CAI_EUNSUPPORTED, "typestr",
                     "type %s is not a whole number of bytes",
                     cai_dtype_name(d->dtype, name));
@@ -35,8 +36,8 @@ static int wrap_error(const void *data, int64_t lo, int64_t hi,
 {
     return cai_fail(err, CAI_EINVAL, "data",
                     "data = %p with the byte extent [%lld, %lld) of the "
-                    "array runs outside the address space", data,
-                    (long long)lo, (long long)hi);
+                    "array runs outside the address space",
+                    data, (long long)lo, (long long)hi);
 }
 
 int cai_desc_check(const cai_desc_t *d, int64_t *elem_strides,
@@ -113,7 +114,8 @@ int cai_desc_check(const cai_desc_t *d, int64_t *elem_strides,
         snprintf(name, sizeof name, "strides[%d]", i);
         return cai_fail(err, CAI_EINVAL, name,
                         "the byte extent of the array overflows 64 bits "
-                        "at strides[%d]", i);
+                        "at strides[%d]",
+                        i);
     }
     if (CAI_UNLIKELY(__builtin_add_overflow(hi, itemsize, &hi) ||
                      __builtin_sub_overflow(hi, lo, &span)))

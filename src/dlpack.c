@@ -49,8 +49,7 @@ static int ndim_error(int ndim, cai_error_t *err)
  * the strides the check gave. */
 static int desc_to_tensor(const cai_desc_t *desc, int versioned,
                           unsigned options, void *owner,
-                          cai_release_fn release, void **out,
-                          cai_error_t *err)
+                          cai_release_fn release, void **out, cai_error_t *err)
 {
     int rc;
 
@@ -65,8 +64,7 @@ static int desc_to_tensor(const cai_desc_t *desc, int versioned,
                       "(cai_cuda_locate) or give it explicitly");
         goto fail;
     }
-    rc = cai_desc_tensor(desc, versioned, options, owner, release, out,
-                         err);
+    rc = cai_desc_tensor(desc, versioned, options, owner, release, out, err);
     if (rc == 0)
         cai_ok(err);
     return rc;
@@ -98,10 +96,9 @@ int cai_desc_to_dlpack(const cai_desc_t *desc, unsigned options, void *owner,
 #if defined(__GNUC__)
 __attribute__((always_inline))
 #endif
-static inline void *tensor_block(int ndim, int readonly, int versioned,
-                          unsigned options, void *owner,
-                          cai_release_fn release, DLTensor **t,
-                          int64_t **dims)
+static inline void *
+tensor_block(int ndim, int readonly, int versioned, unsigned options,
+             void *owner, cai_release_fn release, DLTensor **t, int64_t **dims)
 {
     size_t n = (size_t)ndim;
 
@@ -116,7 +113,8 @@ static inline void *tensor_block(int ndim, int readonly, int versioned,
         b->tensor.deleter = versioned_deleter;
         b->tensor.flags = (readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : 0) |
                           ((options & CAI_OPT_IS_COPIED)
-                               ? DLPACK_FLAG_BITMASK_IS_COPIED : 0);
+                               ? DLPACK_FLAG_BITMASK_IS_COPIED
+                               : 0);
         b->release = release;
         *t = &b->tensor.dl_tensor;
         *dims = b->dims;
@@ -145,8 +143,10 @@ static int readonly_legacy_error(cai_error_t *err)
 
 static int no_tensor_memory(int ndim, cai_error_t *err)
 {
-    return cai_fail(err, CAI_ENOMEM, "", "cannot allocate a tensor of %d "
-                    "dimensions", ndim);
+    return cai_fail(err, CAI_ENOMEM, "",
+                    "cannot allocate a tensor of %d "
+                    "dimensions",
+                    ndim);
 }
 
 int cai_tensor_new(const DLTensor *src, int readonly, int versioned,
@@ -328,13 +328,13 @@ int cai_desc_from_dltensor(const DLTensor *t, cai_desc_t *out,
                 snprintf(field, sizeof field, "strides[%d]", i);
                 return cai_fail(err, CAI_EINVAL, field,
                                 "strides[%d] = %lld elements overflows 64 "
-                                "bits in bytes", i,
-                                (long long)t->strides[i]);
+                                "bits in bytes",
+                                i, (long long)t->strides[i]);
             }
         }
         /* CAI: strides None exactly when the layout is C-contiguous. */
-        out->has_strides = !cai_is_c_contiguous(t->ndim, out->shape,
-                                                out->strides, itemsize);
+        out->has_strides =
+            !cai_is_c_contiguous(t->ndim, out->shape, out->strides, itemsize);
     }
     if (CAI_UNLIKELY(t->data != NULL &&
                      t->byte_offset > UINTPTR_MAX - (uintptr_t)t->data))
@@ -343,9 +343,9 @@ int cai_desc_from_dltensor(const DLTensor *t, cai_desc_t *out,
                         (unsigned long long)t->byte_offset);
     /* CAI has no byte offset: fold it into the pointer, as an integer (a
      * pointer may not be moved outside its object); NULL stays NULL. */
-    out->data = t->data == NULL ? NULL
-                                : (void *)((uintptr_t)t->data +
-                                           (uintptr_t)t->byte_offset);
+    out->data = t->data == NULL
+                    ? NULL
+                    : (void *)((uintptr_t)t->data + (uintptr_t)t->byte_offset);
     {
         int64_t scratch[CAI_MAX_NDIM];
 
@@ -366,8 +366,9 @@ int cai_desc_from_dlpack_versioned(const DLManagedTensorVersioned *t,
         return cai_fail(err, CAI_EVERSION, "version",
                         "DLPack tensor version %u.%u is not the %d.x this "
                         "library understands; only its deleter may be "
-                        "called", (unsigned)t->version.major,
-                        (unsigned)t->version.minor, CAIBRIDGE_DLPACK_MAJOR);
+                        "called",
+                        (unsigned)t->version.major, (unsigned)t->version.minor,
+                        CAIBRIDGE_DLPACK_MAJOR);
     if (CAI_UNLIKELY(t->flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED))
         return cai_fail(err, CAI_EUNSUPPORTED, "flags",
                         "the tensor holds padded sub-byte elements, which "

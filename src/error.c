@@ -28,14 +28,23 @@ const char *cai_version(void)
 const char *cai_status_name(int status)
 {
     switch (status) {
-    case CAI_OK: return "success";
-    case CAI_EINVAL: return "invalid descriptor";
-    case CAI_EUNSUPPORTED: return "cannot be expressed by the target";
-    case CAI_ENOMEM: return "out of memory";
-    case CAI_EREADONLY: return "read-only data asked for as a legacy tensor";
-    case CAI_EVERSION: return "unsupported DLPack major version";
-    case CAI_ENOCUDA: return "CUDA unavailable";
-    case CAI_ECUDA: return "CUDA call failed";
-    default: return "unknown status";
+    case CAI_OK:
+        return "success";
+    case CAI_EINVAL:
+        return "invalid descriptor";
+    case CAI_EUNSUPPORTED:
+        return "cannot be expressed by the target";
+    case CAI_ENOMEM:
+        return "out of memory";
+    case CAI_EREADONLY:
+        return "read-only data asked for as a legacy tensor";
+    case CAI_EVERSION:
+        return "unsupported DLPack major version";
+    case CAI_ENOCUDA:
+        return "CUDA unavailable";
+    case CAI_ECUDA:
+        return "CUDA call failed";
+    default:
+        return "unknown status";
     }
 }

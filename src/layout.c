@@ -64,8 +64,8 @@ int cai_strides_bytes_to_elements(int ndim, const int64_t *shape,
             snprintf(field, sizeof field, "strides[%d]", i);
             return cai_fail(err, CAI_EUNSUPPORTED, field,
                             "strides[%d] = %lld bytes is not a multiple of "
-                            "the item size %lld", i, (long long)bytes[i],
-                            (long long)itemsize);
+                            "the item size %lld",
+                            i, (long long)bytes[i], (long long)itemsize);
         }
         if (shape[i] > 1 &&
             __builtin_mul_overflow(contiguous, shape[i], &contiguous))
@@ -88,7 +88,8 @@ int cai_strides_elements_to_bytes(int ndim, const int64_t *elements,
             snprintf(field, sizeof field, "strides[%d]", i);
             return cai_fail(err, CAI_EINVAL, field,
                             "strides[%d] = %lld elements overflows 64 bits "
-                            "in bytes", i, (long long)elements[i]);
+                            "in bytes",
+                            i, (long long)elements[i]);
         }
     }
     return 0;
@@ -128,8 +129,8 @@ int cai_layout_extent(int ndim, const int64_t *shape,
     *lo = *hi = 0;
     if (ndim < 0 || ndim > CAI_MAX_NDIM)
         return cai_fail(err, CAI_EINVAL, "shape",
-                        "shape has %d dimensions; 0 to %d are supported",
-                        ndim, CAI_MAX_NDIM);
+                        "shape has %d dimensions; 0 to %d are supported", ndim,
+                        CAI_MAX_NDIM);
     if (itemsize <= 0)
         return cai_fail(err, CAI_EINVAL, "typestr",
                         "item size %lld is not positive", (long long)itemsize);
@@ -160,7 +161,8 @@ int cai_layout_extent(int ndim, const int64_t *shape,
             snprintf(field, sizeof field, "strides[%d]", i);
             return cai_fail(err, CAI_EINVAL, field,
                             "the byte extent of the array overflows 64 bits "
-                            "at strides[%d]", i);
+                            "at strides[%d]",
+                            i);
         }
         if (__builtin_add_overflow(above, itemsize, &above))
             return cai_fail(err, CAI_EINVAL, "strides",
@@ -170,7 +172,8 @@ int cai_layout_extent(int ndim, const int64_t *shape,
         __builtin_add_overflow(byte_offset, above, &above))
         return cai_fail(err, CAI_EINVAL, "offset",
                         "offset = %lld puts the array's byte extent past "
-                        "64 bits", (long long)byte_offset);
+                        "64 bits",
+                        (long long)byte_offset);
     *lo = below;
     *hi = above;
     return cai_ok(err);

@@ -22,14 +22,15 @@ unsigned long long cai_thread_id(void)
 
 /* Stream arguments shared by both builds: they need no CUDA to check. */
 int cai_check_stream_value(intptr_t stream, const char *whose,
-                              cai_error_t *err)
+                           cai_error_t *err)
 {
     if (stream == 0)
         return cai_fail(err, CAI_EINVAL, "stream",
                         "%sstream = 0 is disallowed by DLPack and CAI v3 "
                         "(ambiguous between the legacy and per-thread "
                         "default streams); use 1 (legacy), 2 (per-thread) "
-                        "or a stream handle", whose);
+                        "or a stream handle",
+                        whose);
     if (stream < CAI_STREAM_NO_SYNC)
         return cai_fail(err, CAI_EINVAL, "stream",
                         "%sstream = %lld is not a stream: -1 means no "
@@ -84,7 +85,7 @@ int cai_fence_record(const cai_desc_t *producer, cai_fence_t **out,
  * (err cleared) when not.  Defined here, where both builds have defined
  * struct cai_fence. */
 int cai_consumer_waits(const cai_fence_t *fence, intptr_t consumer_stream,
-                          cai_error_t *err)
+                       cai_error_t *err)
 {
     int rc = cai_check_stream_value(consumer_stream, "consumer ", err);
 
@@ -137,4 +138,3 @@ int cai_cuda_stream_synchronize(intptr_t stream, cai_error_t *err)
         return cai_ok(err);
     return cai_synchronize(stream, err);
 }
-

@@ -23,13 +23,27 @@ int64_t cai_dtype_itemsize(DLDataType dtype)
 
 const char *cai_dtype_name(DLDataType dtype, char buf[32])
 {
-    static const char *const names[] = {
-        "int", "uint", "float", "opaque handle", "bfloat", "complex", "bool",
-        "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn",
-        "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu",
-        "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn"};
+    static const char *const names[] = {"int",
+                                        "uint",
+                                        "float",
+                                        "opaque handle",
+                                        "bfloat",
+                                        "complex",
+                                        "bool",
+                                        "float8_e3m4",
+                                        "float8_e4m3",
+                                        "float8_e4m3b11fnuz",
+                                        "float8_e4m3fn",
+                                        "float8_e4m3fnuz",
+                                        "float8_e5m2",
+                                        "float8_e5m2fnuz",
+                                        "float8_e8m0fnu",
+                                        "float6_e2m3fn",
+                                        "float6_e3m2fn",
+                                        "float4_e2m1fn"};
     const char *base = dtype.code < sizeof names / sizeof names[0]
-                           ? names[dtype.code] : "type code";
+                           ? names[dtype.code]
+                           : "type code";
 
     /* The float8/6/4 names already say their width. */
     if (dtype.code >= kDLFloat8_e3m4 && dtype.code <= kDLFloat4_e2m1fn)
@@ -83,14 +97,15 @@ int cai_typestr_parse(const char *s, size_t len, DLDataType *out,
     if (pos == len)
         return cai_fail(err, CAI_EINVAL, "typestr",
                         "typestr '%.*s' is not a byte order, a kind and a "
-                        "size in bytes (like '<f4')", shown, s);
+                        "size in bytes (like '<f4')",
+                        shown, s);
     kind = s[pos++];
     for (digits = 0; pos < len && s[pos] >= '0' && s[pos] <= '9';
          pos++, digits++) {
         if (digits == 6)
             return cai_fail(err, CAI_EINVAL, "typestr",
-                            "typestr '%.*s' has no valid size in bytes",
-                            shown, s);
+                            "typestr '%.*s' has no valid size in bytes", shown,
+                            s);
         size = size * 10 + (unsigned)(s[pos] - '0');
     }
 
@@ -99,19 +114,26 @@ int cai_typestr_parse(const char *s, size_t len, DLDataType *out,
     case 'm':
         /* datetime64 / timedelta64: 8 bytes, an optional [unit]. */
         if ((digits == 0 || size == 8) &&
-            (pos == len || (s[pos] == '[' && len - pos >= 3 &&
-                            s[len - 1] == ']')))
+            (pos == len ||
+             (s[pos] == '[' && len - pos >= 3 && s[len - 1] == ']')))
             return unexportable(s, len, kind, err);
         break;
     case 'O':
         if (pos == len && (digits == 0 || size == 4 || size == 8))
             return unexportable(s, len, kind, err);
         break;
-    case 'V': case 'S': case 'a': case 'U':
+    case 'V':
+    case 'S':
+    case 'a':
+    case 'U':
         if (pos == len)
             return unexportable(s, len, kind, err);
         break;
-    case 'b': case 'i': case 'u': case 'f': case 'c':
+    case 'b':
+    case 'i':
+    case 'u':
+    case 'f':
+    case 'c':
         if (pos != len || digits == 0)
             break;
         out->lanes = 1;
@@ -133,12 +155,14 @@ int cai_typestr_parse(const char *s, size_t len, DLDataType *out,
         else
             return cai_fail(err, CAI_EINVAL, "typestr",
                             "typestr '%.*s': NumPy has no kind '%c' of %u "
-                            "bytes", shown, s, kind, size);
+                            "bytes",
+                            shown, s, kind, size);
         /* One byte has no byte order: NumPy reads '>u1' as '|u1'. */
         if (order == FOREIGN_ORDER && size != 1)
             return cai_fail(err, CAI_EUNSUPPORTED, "typestr",
                             "typestr '%.*s' is not in native byte order; "
-                            "DLPack holds native byte order only", shown, s);
+                            "DLPack holds native byte order only",
+                            shown, s);
         return 0;
     default:
         return cai_fail(err, CAI_EINVAL, "typestr",
@@ -188,7 +212,8 @@ int cai_typestr_format(DLDataType dtype, char out[CAI_TYPESTR_MAX],
         out[0] = '\0';
         return cai_fail(err, CAI_EUNSUPPORTED, "typestr",
                         "DLPack type %s has no NumPy typestr, so CAI cannot "
-                        "describe it", cai_dtype_name(dtype, name));
+                        "describe it",
+                        cai_dtype_name(dtype, name));
     }
     /* By hand: snprintf costs more than a whole hand-over (sizes 1-16). */
     {

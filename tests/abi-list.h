@@ -7,12 +7,11 @@
  *   VALUE(name)       an enumerator or macro value
  */
 #if defined(DLPACK_MAJOR_VERSION)
-#define CAI_ABI_V(major, minor) \
+#define CAI_ABI_V(major, minor)        \
     (DLPACK_MAJOR_VERSION > (major) || \
      (DLPACK_MAJOR_VERSION == (major) && DLPACK_MINOR_VERSION >= (minor)))
 #elif defined(DLPACK_VERSION)
-#define CAI_ABI_V(major, minor) \
-    ((major) == 0 && DLPACK_VERSION >= (minor) * 10)
+#define CAI_ABI_V(major, minor) ((major) == 0 && DLPACK_VERSION >= (minor)*10)
 #else
 #error "no DLPack version macro"
 #endif

@@ -66,8 +66,8 @@ int main(void)
     else
         ok(cai_abi_ours_count > cai_abi_upstream_count,
            "ours, newer, declares more facts than the %lld.%lld header "
-           "(%lu > %lu)", cai_abi_upstream_version / 100,
-           cai_abi_upstream_version % 100,
+           "(%lu > %lu)",
+           cai_abi_upstream_version / 100, cai_abi_upstream_version % 100,
            (unsigned long)cai_abi_ours_count,
            (unsigned long)cai_abi_upstream_count);
     /* What the library writes into its tensors at run time (from
@@ -83,7 +83,8 @@ int main(void)
     if (guard == 1)
         skip("upstream header is 0.x: caibridge.h refuses it by design");
     else
-        is_int(0, guard, "upstream dlpack.h first, then caibridge.h: "
+        is_int(0, guard,
+               "upstream dlpack.h first, then caibridge.h: "
                "compiles and converts");
     return 0;
 }

@@ -77,7 +77,7 @@ static void test_to_versioned(void)
            t->dl_tensor.shape[1] == 4,
        "versioned: shape {3, 4}");
     ok(t->dl_tensor.strides != NULL, "versioned: strides written although "
-       "the descriptor has none (DLPack 1.2)");
+                                     "the descriptor has none (DLPack 1.2)");
     ok(t->dl_tensor.strides != NULL && t->dl_tensor.strides[0] == 4 &&
            t->dl_tensor.strides[1] == 1,
        "versioned: strides {4, 1} elements");
@@ -143,15 +143,16 @@ static void test_to_versioned(void)
         t->deleter(t);
     rc = cai_desc_to_dlpack_versioned(&d, CAI_OPT_IS_COPIED, &released,
                                       count_release, &t, &err);
-    ok(rc == 0 && t && t->flags == (DLPACK_FLAG_BITMASK_READ_ONLY |
-                                    DLPACK_FLAG_BITMASK_IS_COPIED),
+    ok(rc == 0 && t &&
+           t->flags ==
+               (DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_COPIED),
        "versioned: CAI_OPT_IS_COPIED sets IS_COPIED");
     if (t)
         t->deleter(t);
     d.readonly = 0;
-    rc = cai_desc_to_dlpack_versioned(&d, CAI_OPT_IS_COPIED |
-                                      CAI_OPT_LEGACY_READONLY_OK,
-                                      &released, count_release, &t, &err);
+    rc = cai_desc_to_dlpack_versioned(
+        &d, CAI_OPT_IS_COPIED | CAI_OPT_LEGACY_READONLY_OK, &released,
+        count_release, &t, &err);
     ok(rc == 0 && t && t->flags == DLPACK_FLAG_BITMASK_IS_COPIED,
        "versioned: writable copied data has IS_COPIED only");
     if (t)
@@ -227,8 +228,8 @@ static void fails(const cai_desc_t *d, int status, const char *field,
     int released = 0;
     int rc;
 
-    rc = cai_desc_to_dlpack_versioned(d, 0, &released, count_release, &v,
-                                      &err);
+    rc =
+        cai_desc_to_dlpack_versioned(d, 0, &released, count_release, &v, &err);
     is_int(status, rc, "versioned, %s: refused", what);
     is_string(field, err.field, "versioned, %s: names %s", what, field);
     ok(v == NULL, "versioned, %s: *out is NULL", what);
@@ -308,8 +309,9 @@ static void test_failures(void)
         DLManagedTensor *l = NULL;
         int released = 0;
 
-        is_int(0, cai_desc_to_dlpack_versioned(&d, 0, &released,
-                                               count_release, &v, NULL),
+        is_int(0,
+               cai_desc_to_dlpack_versioned(&d, 0, &released, count_release,
+                                            &v, NULL),
                "versioned: ndim == CAI_MAX_NDIM converts");
         ok(v && v->dl_tensor.ndim == CAI_MAX_NDIM &&
                v->dl_tensor.strides[CAI_MAX_NDIM - 1] == 1,
@@ -318,8 +320,8 @@ static void test_failures(void)
             in_one_block(v, sizeof *v, &v->dl_tensor, "versioned, 64-d");
         if (v)
             v->deleter(v);
-        is_int(0, cai_desc_to_dlpack(&d, 0, &released, count_release, &l,
-                                     NULL),
+        is_int(0,
+               cai_desc_to_dlpack(&d, 0, &released, count_release, &l, NULL),
                "legacy: ndim == CAI_MAX_NDIM converts");
         if (l)
             l->deleter(l);
@@ -466,7 +468,8 @@ static void test_from_dltensor(void)
     t.strides = strides;
     strides[0] = 4;
     strides[1] = 1;
-    is_int(0, cai_desc_from_dltensor(&t, &d, &err), "from: explicit C strides");
+    is_int(0, cai_desc_from_dltensor(&t, &d, &err),
+           "from: explicit C strides");
     ok(!d.has_strides, "from: C-contiguous explicit strides -> None");
 
     strides[0] = 1;
@@ -676,8 +679,8 @@ static int same_desc(const cai_desc_t *a, const cai_desc_t *b)
         a->dtype.lanes != b->dtype.lanes ||
         a->device.device_type != b->device.device_type ||
         a->device.device_id != b->device.device_id) {
-        diag("data %p/%p ndim %d/%d readonly %d/%d has_strides %d/%d",
-             a->data, b->data, a->ndim, b->ndim, a->readonly, b->readonly,
+        diag("data %p/%p ndim %d/%d readonly %d/%d has_strides %d/%d", a->data,
+             b->data, a->ndim, b->ndim, a->readonly, b->readonly,
              a->has_strides, b->has_strides);
         return 0;
     }
@@ -701,8 +704,7 @@ static int same_desc(const cai_desc_t *a, const cai_desc_t *b)
  * in elements when strides is NULL).  Exact: a product or sum that
  * overflows makes the address unknown (-1 from these).
  */
-static int cai_address(const cai_desc_t *d, const int64_t *idx,
-                       uintptr_t *out)
+static int cai_address(const cai_desc_t *d, const int64_t *idx, uintptr_t *out)
 {
     int64_t itemsize = (d->dtype.bits * d->dtype.lanes + 7) / 8, off = 0;
     int64_t step = itemsize, term;
@@ -778,9 +780,10 @@ static void round_trip(const cai_desc_t *d, const char *what)
     int released = 0;
 
     memset(&back, 0x33, sizeof back);
-    is_int(0, cai_desc_to_dlpack_versioned(d, 0, &released, count_release, &v,
-                                           NULL),
-           "round trip %s: to versioned", what);
+    is_int(
+        0,
+        cai_desc_to_dlpack_versioned(d, 0, &released, count_release, &v, NULL),
+        "round trip %s: to versioned", what);
     ok(v && same_elements(d, &v->dl_tensor),
        "round trip %s: versioned addresses every element where CAI does",
        what);
@@ -853,8 +856,9 @@ static void test_round_trips(void)
 
         base(&d);
         d.readonly = 1;
-        is_int(0, cai_desc_to_dlpack(&d, CAI_OPT_LEGACY_READONLY_OK, NULL,
-                                     NULL, &l, NULL),
+        is_int(0,
+               cai_desc_to_dlpack(&d, CAI_OPT_LEGACY_READONLY_OK, NULL, NULL,
+                                  &l, NULL),
                "read-only to legacy with the opt-in");
         ok(l && cai_desc_from_dlpack(l, &back, NULL) == 0 && !back.readonly,
            "... comes back writable: a legacy tensor cannot say read-only");
@@ -900,7 +904,8 @@ static void test_foreign_addresses(void)
         t.byte_offset = cases[i].byte_offset;
         ok(cai_desc_from_dltensor(&t, &d, NULL) == 0 && same_elements(&d, &t),
            "foreign %s: the descriptor addresses every element where the "
-           "tensor does", cases[i].what);
+           "tensor does",
+           cases[i].what);
     }
 }
 

@@ -55,9 +55,9 @@ static void pyproject_version(char *out, size_t size)
 
 int main(void)
 {
-    static const int statuses[] = {CAI_OK, CAI_EINVAL, CAI_EUNSUPPORTED,
-                                   CAI_ENOMEM, CAI_EREADONLY, CAI_EVERSION,
-                                   CAI_ENOCUDA, CAI_ECUDA};
+    static const int statuses[] = {
+        CAI_OK,        CAI_EINVAL,   CAI_EUNSUPPORTED, CAI_ENOMEM,
+        CAI_EREADONLY, CAI_EVERSION, CAI_ENOCUDA,      CAI_ECUDA};
     const size_t n = sizeof statuses / sizeof statuses[0];
     char pyversion[64];
     int major = -1, minor = -1, patch = -1;
@@ -81,7 +81,8 @@ int main(void)
        CAIBRIDGE_VERSION_PATCH, PACKAGE_VERSION);
     pyproject_version(pyversion, sizeof pyversion);
     /* The version's one place is the header: setup.py reads it there. */
-    is_string("dynamic", pyversion, "pyproject.toml has no version of its "
+    is_string("dynamic", pyversion,
+              "pyproject.toml has no version of its "
               "own (dynamic, read from include/caibridge.h)");
     /* Status names. */
     is_string("success", cai_status_name(CAI_OK), "CAI_OK is success");
@@ -104,8 +105,8 @@ int main(void)
 
     /* The error struct: truncated, never overflowed; the field named. */
     memset(&err, 0, sizeof err);
-    is_int(CAI_EINVAL, cai_typestr_parse("<f4444444444444444444444444", 27,
-                                         &t, &err),
+    is_int(CAI_EINVAL,
+           cai_typestr_parse("<f4444444444444444444444444", 27, &t, &err),
            "a long typestr is refused");
     ok(memchr(err.message, '\0', sizeof err.message) != NULL,
        "the message is NUL-terminated within the struct");
@@ -119,8 +120,8 @@ int main(void)
                cai_strides_bytes_to_elements(1, shape, bytes, 8, out, &err),
                "a huge odd stride is refused");
         is_string("strides[0] = -9223372036854775807 bytes is not a multiple "
-                  "of the item size 8", err.message,
-                  "... with the full message");
+                  "of the item size 8",
+                  err.message, "... with the full message");
     }
     return 0;
 }

@@ -46,7 +46,8 @@ static void test_bytes_to_elements(void)
         is_int(CAI_EUNSUPPORTED,
                cai_strides_bytes_to_elements(2, shape, bytes, 4, out, &err),
                "a stride of 6 bytes with 4-byte items is refused");
-        is_int(CAI_EUNSUPPORTED, err.status, "err.status is the returned status");
+        is_int(CAI_EUNSUPPORTED, err.status,
+               "err.status is the returned status");
         is_string("strides[1]", err.field, "the field is strides[1]");
         is_string("strides[1] = 6 bytes is not a multiple of the item size 4",
                   err.message, "the message states the rule");
@@ -212,15 +213,17 @@ static void test_contiguous(void)
 
 /* cai_layout_extent gives [lo, hi) on success: three assertions. */
 static void extent_is(int ndim, const int64_t *shape, const int64_t *strides,
-                      int64_t itemsize, int64_t offset, int64_t lo,
-                      int64_t hi, const char *what)
+                      int64_t itemsize, int64_t offset, int64_t lo, int64_t hi,
+                      const char *what)
 {
     cai_error_t err;
     int64_t l = -7, h = -7;
 
     poison_err(&err);
-    is_int(0, cai_layout_extent(ndim, shape, strides, itemsize, offset, &l,
-                                &h, &err), "extent %s: computed", what);
+    is_int(0,
+           cai_layout_extent(ndim, shape, strides, itemsize, offset, &l, &h,
+                             &err),
+           "extent %s: computed", what);
     ok(l == lo && h == hi, "extent %s: [%lld, %lld) (expected [%lld, %lld))",
        what, (long long)l, (long long)h, (long long)lo, (long long)hi);
     ok(err_cleared(&err), "extent %s: the error struct is cleared", what);
@@ -229,15 +232,15 @@ static void extent_is(int ndim, const int64_t *shape, const int64_t *strides,
 /* cai_layout_extent refuses with CAI_EINVAL naming field: three. */
 static void extent_refused(int ndim, const int64_t *shape,
                            const int64_t *strides, int64_t itemsize,
-                           int64_t offset, const char *field,
-                           const char *what)
+                           int64_t offset, const char *field, const char *what)
 {
     cai_error_t err;
     int64_t l = -7, h = -7;
 
     memset(&err, 0, sizeof err);
-    is_int(CAI_EINVAL, cai_layout_extent(ndim, shape, strides, itemsize,
-                                         offset, &l, &h, &err),
+    is_int(CAI_EINVAL,
+           cai_layout_extent(ndim, shape, strides, itemsize, offset, &l, &h,
+                             &err),
            "extent %s: refused", what);
     is_string(field, err.field, "extent %s: the field is %s", what, field);
     ok(l == 0 && h == 0 && err.message[0] != '\0',
@@ -258,8 +261,7 @@ static void test_extent(void)
     {
         const int64_t shape[] = {3, 4}, st[] = {-16, 4};
 
-        extent_is(2, shape, st, 4, 32, 0, 48,
-                  "rows reversed from offset 32");
+        extent_is(2, shape, st, 4, 32, 0, 48, "rows reversed from offset 32");
         extent_is(2, shape, st, 4, 0, -32, 16,
                   "rows reversed from offset 0 reach 32 bytes before");
     }
@@ -293,8 +295,8 @@ static void test_extent(void)
     extent_is(0, NULL, NULL, 8, 24, 24, 32, "0-d: one item at the offset");
     {
         const int64_t shape[] = {0}, st[] = {INT64_MIN};
-        const int64_t huge[] = {BIG62, 0, BIG62}, huge_st[] = {INT64_MAX, 1,
-                                                               INT64_MIN};
+        const int64_t huge[] = {BIG62, 0, BIG62},
+                      huge_st[] = {INT64_MAX, 1, INT64_MIN};
 
         extent_is(1, shape, NULL, 4, 0, 0, 0, "zero-size: empty at 0");
         extent_is(1, shape, st, 4, 0, 0, 0,
@@ -309,8 +311,8 @@ static void test_extent(void)
     {
         const int64_t shape[] = {4};
 
-        extent_is(1, shape, NULL, 2, INT64_MAX - 8, INT64_MAX - 8,
-                  INT64_MAX, "4 items of 2 bytes ending at INT64_MAX");
+        extent_is(1, shape, NULL, 2, INT64_MAX - 8, INT64_MAX - 8, INT64_MAX,
+                  "4 items of 2 bytes ending at INT64_MAX");
         extent_refused(1, shape, NULL, 2, INT64_MAX - 7, "offset",
                        "offset INT64_MAX - 7: the end overflows");
         extent_refused(1, shape, NULL, 1, INT64_MAX, "offset",

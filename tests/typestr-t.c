@@ -12,19 +12,30 @@ struct good {
 };
 
 static const struct good goods[] = {
-    {"|b1", kDLBool, 8, "|b1"},        {"|i1", kDLInt, 8, "|i1"},
-    {"<i2", kDLInt, 16, "<i2"},        {"<i4", kDLInt, 32, "<i4"},
-    {"<i8", kDLInt, 64, "<i8"},        {"|u1", kDLUInt, 8, "|u1"},
-    {"<u2", kDLUInt, 16, "<u2"},       {"<u4", kDLUInt, 32, "<u4"},
-    {"<u8", kDLUInt, 64, "<u8"},       {"<f2", kDLFloat, 16, "<f2"},
-    {"<f4", kDLFloat, 32, "<f4"},      {"<f8", kDLFloat, 64, "<f8"},
-    {"<c8", kDLComplex, 64, "<c8"},    {"<c16", kDLComplex, 128, "<c16"},
-    {"=f4", kDLFloat, 32, "<f4"},      {"|f8", kDLFloat, 64, "<f8"},
-    {"<b1", kDLBool, 8, "|b1"},        {"=u1", kDLUInt, 8, "|u1"},
+    {"|b1", kDLBool, 8, "|b1"},
+    {"|i1", kDLInt, 8, "|i1"},
+    {"<i2", kDLInt, 16, "<i2"},
+    {"<i4", kDLInt, 32, "<i4"},
+    {"<i8", kDLInt, 64, "<i8"},
+    {"|u1", kDLUInt, 8, "|u1"},
+    {"<u2", kDLUInt, 16, "<u2"},
+    {"<u4", kDLUInt, 32, "<u4"},
+    {"<u8", kDLUInt, 64, "<u8"},
+    {"<f2", kDLFloat, 16, "<f2"},
+    {"<f4", kDLFloat, 32, "<f4"},
+    {"<f8", kDLFloat, 64, "<f8"},
+    {"<c8", kDLComplex, 64, "<c8"},
+    {"<c16", kDLComplex, 128, "<c16"},
+    {"=f4", kDLFloat, 32, "<f4"},
+    {"|f8", kDLFloat, 64, "<f8"},
+    {"<b1", kDLBool, 8, "|b1"},
+    {"=u1", kDLUInt, 8, "|u1"},
     /* NumPy's reading: the byte order may be left out, '>' means nothing
      * for one byte, and leading zeros are a size like any other. */
-    {"f4", kDLFloat, 32, "<f4"},       {"u1", kDLUInt, 8, "|u1"},
-    {">u1", kDLUInt, 8, "|u1"},        {">b1", kDLBool, 8, "|b1"},
+    {"f4", kDLFloat, 32, "<f4"},
+    {"u1", kDLUInt, 8, "|u1"},
+    {">u1", kDLUInt, 8, "|u1"},
+    {">b1", kDLBool, 8, "|b1"},
     {">i1", kDLInt, 8, "|i1"},
     {"<f04", kDLFloat, 32, "<f4"},
 };
@@ -115,8 +126,8 @@ int main(void)
         static const char longer[] = "<i2junk";
 
         poison_err(&err);
-        is_int(0, cai_typestr_parse(unterminated, sizeof unterminated, &t,
-                                    &err),
+        is_int(0,
+               cai_typestr_parse(unterminated, sizeof unterminated, &t, &err),
                "an unterminated '<f8' parses");
         ok(t.code == kDLFloat && t.bits == 64 && t.lanes == 1,
            "... as float64, one lane");
@@ -128,19 +139,25 @@ int main(void)
     }
 
     /* DLPack types with no typestr are refused by name. */
-    t.code = kDLBfloat; t.bits = 16; t.lanes = 1;
+    t.code = kDLBfloat;
+    t.bits = 16;
+    t.lanes = 1;
     is_int(CAI_EUNSUPPORTED, cai_typestr_format(t, out, &err),
            "bfloat16 has no typestr");
     contains(err.message, "bfloat16", "the message names bfloat16");
-    t.code = kDLFloat8_e4m3fn; t.bits = 8;
+    t.code = kDLFloat8_e4m3fn;
+    t.bits = 8;
     is_int(CAI_EUNSUPPORTED, cai_typestr_format(t, out, &err),
            "float8_e4m3fn has no typestr");
     contains(err.message, "float8_e4m3fn", "the message names float8_e4m3fn");
-    t.code = kDLFloat4_e2m1fn; t.bits = 4;
+    t.code = kDLFloat4_e2m1fn;
+    t.bits = 4;
     is_int(CAI_EUNSUPPORTED, cai_typestr_format(t, out, &err),
            "float4_e2m1fn (sub-byte) has no typestr");
     contains(err.message, "float4_e2m1fn", "the message names float4_e2m1fn");
-    t.code = kDLFloat; t.bits = 32; t.lanes = 4;
+    t.code = kDLFloat;
+    t.bits = 32;
+    t.lanes = 4;
     is_int(CAI_EUNSUPPORTED, cai_typestr_format(t, out, &err),
            "a 4-lane vector type has no typestr");
     contains(err.message, "x4", "the message names the lanes");

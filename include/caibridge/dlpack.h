@@ -43,7 +43,7 @@ typedef enum {
 #endif
     kDLCPU = 1,
     kDLCUDA = 2,
-    kDLCUDAHost = 3,     /* pinned host memory, device_id 0 */
+    kDLCUDAHost = 3, /* pinned host memory, device_id 0 */
     kDLOpenCL = 4,
     kDLVulkan = 7,
     kDLMetal = 8,
@@ -132,7 +132,8 @@ typedef int (*DLPackManagedTensorAllocator)(
     void (*SetError)(void *error_ctx, const char *kind, const char *message));
 typedef int (*DLPackManagedTensorFromPyObjectNoSync)(
     void *py_object, DLManagedTensorVersioned **out);
-typedef int (*DLPackDLTensorFromPyObjectNoSync)(void *py_object, DLTensor *out);
+typedef int (*DLPackDLTensorFromPyObjectNoSync)(void *py_object,
+                                                DLTensor *out);
 typedef int (*DLPackCurrentWorkStream)(DLDeviceType device_type,
                                        int32_t device_id,
                                        void **out_current_stream);
@@ -147,7 +148,8 @@ typedef struct DLPackExchangeAPIHeader {
 typedef struct DLPackExchangeAPI {
     DLPackExchangeAPIHeader header;
     DLPackManagedTensorAllocator managed_tensor_allocator;
-    DLPackManagedTensorFromPyObjectNoSync managed_tensor_from_py_object_no_sync;
+    DLPackManagedTensorFromPyObjectNoSync
+        managed_tensor_from_py_object_no_sync;
     DLPackManagedTensorToPyObjectNoSync managed_tensor_to_py_object_no_sync;
     DLPackDLTensorFromPyObjectNoSync dltensor_from_py_object_no_sync;
     DLPackCurrentWorkStream current_work_stream;

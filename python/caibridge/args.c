@@ -67,8 +67,8 @@ int read_int64(PyObject *o, const char *field, Py_ssize_t index, int64_t *out)
     }
     if (overflow != 0) {
         if (index >= 0)
-            PyErr_Format(PyExc_ValueError,
-                         "%s[%zd] does not fit in 64 bits", field, index);
+            PyErr_Format(PyExc_ValueError, "%s[%zd] does not fit in 64 bits",
+                         field, index);
         else
             PyErr_Format(PyExc_ValueError, "%s does not fit in 64 bits",
                          field);
@@ -142,9 +142,8 @@ int read_device_tuple(cai_state *st, PyObject *o, const char *what,
         return -1;
     }
     if (id < 0 || id > INT32_MAX) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s: device_id = %lld is out of range", what,
-                     (long long)id);
+        PyErr_Format(PyExc_ValueError, "%s: device_id = %lld is out of range",
+                     what, (long long)id);
         return -1;
     }
     out->device_type = (DLDeviceType)type;
@@ -179,7 +178,8 @@ int read_stream(cai_state *st, PyObject *o, int *given, intptr_t *out)
         if (method == NULL) {
             PyErr_Format(PyExc_TypeError,
                          "stream must be None, an int or an object with "
-                         "__cuda_stream__, got %.100s", Py_TYPE(o)->tp_name);
+                         "__cuda_stream__, got %.100s",
+                         Py_TYPE(o)->tp_name);
             return -1;
         }
         pair = PyObject_CallNoArgs(method);
@@ -191,19 +191,21 @@ int read_stream(cai_state *st, PyObject *o, int *given, intptr_t *out)
             !small_int(PyTuple_GET_ITEM(pair, 0), &v) || v != 0) {
             PyErr_Format(PyExc_TypeError,
                          "stream: __cuda_stream__() must return (0, handle), "
-                         "got %.100R", pair);
+                         "got %.100R",
+                         pair);
             Py_DECREF(pair);
             return -1;
         }
-        rc = read_int64(PyTuple_GET_ITEM(pair, 1), "stream: __cuda_stream__()[1]",
-                        -1, &v);
+        rc = read_int64(PyTuple_GET_ITEM(pair, 1),
+                        "stream: __cuda_stream__()[1]", -1, &v);
         Py_DECREF(pair);
         if (rc != 0)
             return -1;
         if (v < 0) {
             PyErr_Format(PyExc_ValueError,
                          "stream: __cuda_stream__() gave the handle %lld; a "
-                         "cudaStream_t is never negative", (long long)v);
+                         "cudaStream_t is never negative",
+                         (long long)v);
             return -1;
         }
         /* A raw cudaStream_t: 0 is the NULL stream, which the runtime
@@ -231,15 +233,16 @@ int read_max_version(PyObject *o)
     if (!PyTuple_Check(o) || PyTuple_GET_SIZE(o) != 2) {
         PyErr_Format(PyExc_TypeError,
                      "max_version must be a (major, minor) tuple or None, "
-                     "got %.100s", Py_TYPE(o)->tp_name);
+                     "got %.100s",
+                     Py_TYPE(o)->tp_name);
         return -1;
     }
     if ((!small_int(PyTuple_GET_ITEM(o, 0), &major) &&
-         read_int64(PyTuple_GET_ITEM(o, 0), "max_version[0]", -1, &major)
-             != 0) ||
+         read_int64(PyTuple_GET_ITEM(o, 0), "max_version[0]", -1, &major) !=
+             0) ||
         (!small_int(PyTuple_GET_ITEM(o, 1), &minor) &&
-         read_int64(PyTuple_GET_ITEM(o, 1), "max_version[1]", -1, &minor)
-             != 0))
+         read_int64(PyTuple_GET_ITEM(o, 1), "max_version[1]", -1, &minor) !=
+             0))
         return -1;
     return major >= 1;
 }
@@ -249,10 +252,10 @@ int read_max_version(PyObject *o)
 const char *device_type_name(int32_t type)
 {
     static const char *const names[] = {
-        NULL, "kDLCPU", "kDLCUDA", "kDLCUDAHost", "kDLOpenCL", NULL, NULL,
-        "kDLVulkan", "kDLMetal", "kDLVPI", "kDLROCM", "kDLROCMHost",
-        "kDLExtDev", "kDLCUDAManaged", "kDLOneAPI", "kDLWebGPU", "kDLHexagon",
-        "kDLMAIA", "kDLTrn"};
+        NULL,        "kDLCPU",      "kDLCUDA",   "kDLCUDAHost",    "kDLOpenCL",
+        NULL,        NULL,          "kDLVulkan", "kDLMetal",       "kDLVPI",
+        "kDLROCM",   "kDLROCMHost", "kDLExtDev", "kDLCUDAManaged", "kDLOneAPI",
+        "kDLWebGPU", "kDLHexagon",  "kDLMAIA",   "kDLTrn"};
 
     if (type < 0 || type >= (int32_t)(sizeof names / sizeof names[0]))
         return NULL;
@@ -296,14 +299,16 @@ int check_dl_device(cai_state *st, PyObject *dl_device, DLDevice have)
         return 0;
     /* Pinned and managed memory are host memory too. */
     if (want.device_type == kDLCPU && want.device_id == 0 &&
-        (have.device_type == kDLCUDAHost || have.device_type == kDLCUDAManaged))
+        (have.device_type == kDLCUDAHost ||
+         have.device_type == kDLCUDAManaged))
         return 1;
     PyErr_Format(PyExc_BufferError,
                  "dl_device = (%d, %d): the data lives on (%s, %d) and "
                  "caibridge does not move data between devices",
                  (int)want.device_type, (int)want.device_id,
                  device_type_name(have.device_type) != NULL
-                     ? device_type_name(have.device_type) : "?",
+                     ? device_type_name(have.device_type)
+                     : "?",
                  (int)have.device_id);
     return -1;
 }

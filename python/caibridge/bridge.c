@@ -153,43 +153,42 @@ static PyMemberDef method_members[] = {
      offsetof(BridgeMethodObject, vectorcall), Py_READONLY, NULL},
     {NULL, 0, 0, 0, NULL}};
 
-static PyType_Slot method_slots[] = {
-    {Py_tp_dealloc, method_dealloc},
-    {Py_tp_traverse, method_traverse},
-    {Py_tp_clear, method_clear},
-    {Py_tp_repr, method_repr},
-    {Py_tp_call, PyVectorcall_Call},
-    {Py_tp_descr_get, method_get},
-    {Py_tp_getset, method_getset},
-    {Py_tp_members, method_members},
-    {0, NULL}};
+static PyType_Slot method_slots[] = {{Py_tp_dealloc, method_dealloc},
+                                     {Py_tp_traverse, method_traverse},
+                                     {Py_tp_clear, method_clear},
+                                     {Py_tp_repr, method_repr},
+                                     {Py_tp_call, PyVectorcall_Call},
+                                     {Py_tp_descr_get, method_get},
+                                     {Py_tp_getset, method_getset},
+                                     {Py_tp_members, method_members},
+                                     {0, NULL}};
 
 PyType_Spec bridge_method_spec = {
-    "caibridge._BridgeMethod",
-    sizeof(BridgeMethodObject),
-    0,
+    "caibridge._BridgeMethod", sizeof(BridgeMethodObject), 0,
     Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
         Py_TPFLAGS_METHOD_DESCRIPTOR | Py_TPFLAGS_IMMUTABLETYPE |
         Py_TPFLAGS_DISALLOW_INSTANTIATION,
     method_slots};
 
 static const char patched_dlpack_doc[] =
-"__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)\n"
-"--\n\n"
-"Export the instance's __cuda_array_interface__ or __array_interface__ as\n"
-"a DLPack capsule (given by caibridge.add_dlpack).\n\n"
-"The same protocol as caibridge.DLPackView.__dlpack__: a versioned capsule\n"
-"when max_version asks for 1.x, else a legacy one (refused for read-only\n"
-"data); stream ordering on CUDA (None: legacy default, -1: none, 0\n"
-"refused); copy=True makes a host copy.  Pinned and managed memory with\n"
-"no stream, or asked for as dl_device=(1, 0), make the host wait for the\n"
-"producer's stream.  The capsule keeps the instance alive until the\n"
-"consumer's deleter runs.";
+    "__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)\n"
+    "--\n\n"
+    "Export the instance's __cuda_array_interface__ or __array_interface__ "
+    "as\n"
+    "a DLPack capsule (given by caibridge.add_dlpack).\n\n"
+    "The same protocol as caibridge.DLPackView.__dlpack__: a versioned "
+    "capsule\n"
+    "when max_version asks for 1.x, else a legacy one (refused for read-only\n"
+    "data); stream ordering on CUDA (None: legacy default, -1: none, 0\n"
+    "refused); copy=True makes a host copy.  Pinned and managed memory with\n"
+    "no stream, or asked for as dl_device=(1, 0), make the host wait for the\n"
+    "producer's stream.  The capsule keeps the instance alive until the\n"
+    "consumer's deleter runs.";
 
 static const char patched_dlpack_device_doc[] =
-"__dlpack_device__()\n--\n\n"
-"The (device_type, device_id) of the instance's data (given by\n"
-"caibridge.add_dlpack).";
+    "__dlpack_device__()\n--\n\n"
+    "The (device_type, device_id) of the instance's data (given by\n"
+    "caibridge.add_dlpack).";
 
 static PyObject *method_new(cai_state *st, PyObject *module,
                             vectorcallfunc call, const char *name,
@@ -227,7 +226,8 @@ static int check_not_defined(PyObject *cls, PyObject *name,
         return 0;
     PyErr_Format(PyExc_TypeError,
                  "%s(): %.100s already defines %U; caibridge does not "
-                 "replace it", fname, ((PyTypeObject *)cls)->tp_name, name);
+                 "replace it",
+                 fname, ((PyTypeObject *)cls)->tp_name, name);
     return -1;
 }
 
@@ -244,7 +244,8 @@ static int check_patchable(PyObject *cls, const char *fname,
     if (!PyType_Check(cls)) {
         PyErr_Format(PyExc_TypeError,
                      "%s() takes a class (or decorates one), got a %.100s "
-                     "instance", fname, Py_TYPE(cls)->tp_name);
+                     "instance",
+                     fname, Py_TYPE(cls)->tp_name);
         return -1;
     }
     type = (PyTypeObject *)cls;
@@ -253,7 +254,8 @@ static int check_patchable(PyObject *cls, const char *fname,
         PyErr_Format(PyExc_TypeError,
                      "%s(): %.100s is a built-in or extension type whose "
                      "attributes cannot be set; use %s on its instances "
-                     "instead", fname, type->tp_name, alternative);
+                     "instead",
+                     fname, type->tp_name, alternative);
         return -1;
     }
     if (check_not_defined(cls, name1, ours, fname) != 0 ||
@@ -287,20 +289,22 @@ static int set_new(PyObject *cls, PyObject *name, PyObject *value)
 }
 
 const char add_dlpack_doc[] =
-"add_dlpack($module, cls, /)\n--\n\n"
-"Make a class whose instances have __cuda_array_interface__ or\n"
-"__array_interface__ a DLPack producer: gives it __dlpack__ and\n"
-"__dlpack_device__, and publishes the DLPack C exchange API on it.\n"
-"Returns cls, so it also works as a class decorator:\n\n"
-"    @caibridge.add_dlpack\n"
-"    class MyArray: ...\n"
-"    torch.from_dlpack(MyArray(...))\n\n"
-"The methods read the instance's interface at each call, with the full\n"
-"protocol of DLPackView.__dlpack__ (stream ordering, max_version,\n"
-"dl_device, copy, read-only); each capsule keeps the instance alive until\n"
-"the consumer releases the tensor.  Built-in and extension types cannot\n"
-"take methods: TypeError, use caibridge.as_dlpack(obj) for them.  A class\n"
-"that defines its own __dlpack__ is refused too.";
+    "add_dlpack($module, cls, /)\n--\n\n"
+    "Make a class whose instances have __cuda_array_interface__ or\n"
+    "__array_interface__ a DLPack producer: gives it __dlpack__ and\n"
+    "__dlpack_device__, and publishes the DLPack C exchange API on it.\n"
+    "Returns cls, so it also works as a class decorator:\n\n"
+    "    @caibridge.add_dlpack\n"
+    "    class MyArray: ...\n"
+    "    torch.from_dlpack(MyArray(...))\n\n"
+    "The methods read the instance's interface at each call, with the full\n"
+    "protocol of DLPackView.__dlpack__ (stream ordering, max_version,\n"
+    "dl_device, copy, read-only); each capsule keeps the instance alive "
+    "until\n"
+    "the consumer releases the tensor.  Built-in and extension types cannot\n"
+    "take methods: TypeError, use caibridge.as_dlpack(obj) for them.  A "
+    "class\n"
+    "that defines its own __dlpack__ is refused too.";
 
 PyObject *add_dlpack(PyObject *module, PyObject *cls)
 {
@@ -317,8 +321,8 @@ PyObject *add_dlpack(PyObject *module, PyObject *cls)
                            patched_dlpack_doc)) != 0 ||
         set_new(cls, st->name[N_DLPACK_DEVICE],
                 method_new(st, module, patched_dlpack_device,
-                           "__dlpack_device__", patched_dlpack_device_doc))
-            != 0)
+                           "__dlpack_device__", patched_dlpack_device_doc)) !=
+            0)
         return NULL;
     /* DLPack 1.3: the exchange API in the producer type's dict, unless the
      * class publishes one of its own. */
@@ -396,21 +400,22 @@ static PyObject *get_ai(PyObject *module, PyObject *obj)
     return interface_get(module, obj, 0);
 }
 
-#define LIFETIME_DOC                                                         \
-    "Given by caibridge.add_array_interface.  Each read takes a tensor from\n" \
-    "the instance's __dlpack__ (copy=False: the layout must be the\n"        \
-    "instance's own memory), describes it in a fresh dict and releases it\n" \
+#define LIFETIME_DOC                                                          \
+    "Given by caibridge.add_array_interface.  Each read takes a tensor "      \
+    "from\n"                                                                  \
+    "the instance's __dlpack__ (copy=False: the layout must be the\n"         \
+    "instance's own memory), describes it in a fresh dict and releases it\n"  \
     "before returning.  The lifetime rule is CAI's: the instance keeps its\n" \
     "memory alive, and the consumer keeps the instance (NumPy makes it the\n" \
-    "array's base); the dict holds no reference.  A producer that copies\n"  \
+    "array's base); the dict holds no reference.  A producer that copies\n"   \
     "(IS_COPIED) is refused with BufferError."
 
 static PyMethodDef get_cai_def = {
     "__cuda_array_interface__", get_cai, METH_O,
     "CAI version 3 of the instance's CUDA memory (kDLCUDA, kDLCUDAHost,\n"
     "kDLCUDAManaged); AttributeError for host memory.  The stream entry is\n"
-    "the legacy default stream (1), which __dlpack__ was asked to order.\n\n"
-    LIFETIME_DOC};
+    "the legacy default stream (1), which __dlpack__ was asked to "
+    "order.\n\n" LIFETIME_DOC};
 
 static PyMethodDef get_ai_def = {
     "__array_interface__", get_ai, METH_O,
@@ -448,19 +453,19 @@ static PyObject *property_new(PyObject *module, PyMethodDef *def)
 }
 
 const char add_array_interface_doc[] =
-"add_array_interface($module, cls, /)\n--\n\n"
-"Make a DLPack class (with __dlpack__ and __dlpack_device__) a CAI and\n"
-"array-interface producer: gives it the properties\n"
-"__cuda_array_interface__ (CUDA memory) and __array_interface__ (host\n"
-"memory); each raises AttributeError when the memory is of the other\n"
-"kind, so hasattr probes answer correctly.  Returns cls (a decorator).\n\n"
-"The lifetime rule is CAI's: the instance keeps its memory alive, and a\n"
-"consumer keeps the instance.  Each read asks __dlpack__ for the data\n"
-"without a copy (copy=False), describes it in a fresh dict and releases\n"
-"the tensor before returning; the dict holds no reference.  A producer\n"
-"whose export is a copy (IS_COPIED) is refused with BufferError.  CUDA\n"
-"data is asked for on the legacy default stream, the dict's 'stream'.\n"
-"Built-in and extension types: TypeError, use caibridge.from_dlpack(obj).";
+    "add_array_interface($module, cls, /)\n--\n\n"
+    "Make a DLPack class (with __dlpack__ and __dlpack_device__) a CAI and\n"
+    "array-interface producer: gives it the properties\n"
+    "__cuda_array_interface__ (CUDA memory) and __array_interface__ (host\n"
+    "memory); each raises AttributeError when the memory is of the other\n"
+    "kind, so hasattr probes answer correctly.  Returns cls (a decorator).\n\n"
+    "The lifetime rule is CAI's: the instance keeps its memory alive, and a\n"
+    "consumer keeps the instance.  Each read asks __dlpack__ for the data\n"
+    "without a copy (copy=False), describes it in a fresh dict and releases\n"
+    "the tensor before returning; the dict holds no reference.  A producer\n"
+    "whose export is a copy (IS_COPIED) is refused with BufferError.  CUDA\n"
+    "data is asked for on the legacy default stream, the dict's 'stream'.\n"
+    "Built-in and extension types: TypeError, use caibridge.from_dlpack(obj).";
 
 PyObject *add_array_interface(PyObject *module, PyObject *cls)
 {
@@ -470,8 +475,8 @@ PyObject *add_array_interface(PyObject *module, PyObject *cls)
                         "caibridge.from_dlpack(obj)", st->name[N_CAI],
                         st->name[N_AI], is_bridge_property) != 0)
         return NULL;
-    if (set_new(cls, st->name[N_CAI], property_new(module, &get_cai_def))
-            != 0 ||
+    if (set_new(cls, st->name[N_CAI], property_new(module, &get_cai_def)) !=
+            0 ||
         set_new(cls, st->name[N_AI], property_new(module, &get_ai_def)) != 0)
         return NULL;
     return Py_NewRef(cls);

@@ -17,13 +17,25 @@
 static int code_dtype(char code, int64_t size, DLDataType *out)
 {
     switch (code) {
-    case 'b': case 'h': case 'i': case 'l': case 'q': case 'n':
+    case 'b':
+    case 'h':
+    case 'i':
+    case 'l':
+    case 'q':
+    case 'n':
         out->code = kDLInt;
         break;
-    case 'B': case 'H': case 'I': case 'L': case 'Q': case 'N':
+    case 'B':
+    case 'H':
+    case 'I':
+    case 'L':
+    case 'Q':
+    case 'N':
         out->code = kDLUInt;
         break;
-    case 'e': case 'f': case 'd':
+    case 'e':
+    case 'f':
+    case 'd':
         out->code = kDLFloat;
         break;
     case '?':
@@ -41,11 +53,26 @@ static int code_dtype(char code, int64_t size, DLDataType *out)
 static int64_t standard_size(char code)
 {
     switch (code) {
-    case 'b': case 'B': case '?': return 1;
-    case 'h': case 'H': case 'e': return 2;
-    case 'i': case 'I': case 'l': case 'L': case 'f': return 4;
-    case 'q': case 'Q': case 'd': return 8;
-    default: return 0; /* 'n', 'N' exist only in native mode */
+    case 'b':
+    case 'B':
+    case '?':
+        return 1;
+    case 'h':
+    case 'H':
+    case 'e':
+        return 2;
+    case 'i':
+    case 'I':
+    case 'l':
+    case 'L':
+    case 'f':
+        return 4;
+    case 'q':
+    case 'Q':
+    case 'd':
+        return 8;
+    default:
+        return 0; /* 'n', 'N' exist only in native mode */
     }
 }
 
@@ -83,21 +110,47 @@ static int read_format(const char *format, Py_ssize_t itemsize,
         complex_ = 1;
         f++;
     }
-    if (f[0] == '\0' || f[1] != '\0' || (complex_ && f[0] != 'f' &&
-                                         f[0] != 'd'))
+    if (f[0] == '\0' || f[1] != '\0' ||
+        (complex_ && f[0] != 'f' && f[0] != 'd'))
         goto unsupported;
     if (native_sizes) {
         switch (f[0]) {
-        case 'b': case 'B': case '?': size = 1; break;
-        case 'h': case 'H': size = sizeof(short); break;
-        case 'i': case 'I': size = sizeof(int); break;
-        case 'l': case 'L': size = sizeof(long); break;
-        case 'q': case 'Q': size = sizeof(long long); break;
-        case 'n': case 'N': size = sizeof(Py_ssize_t); break;
-        case 'e': size = 2; break;
-        case 'f': size = sizeof(float); break;
-        case 'd': size = sizeof(double); break;
-        default: goto unsupported;
+        case 'b':
+        case 'B':
+        case '?':
+            size = 1;
+            break;
+        case 'h':
+        case 'H':
+            size = sizeof(short);
+            break;
+        case 'i':
+        case 'I':
+            size = sizeof(int);
+            break;
+        case 'l':
+        case 'L':
+            size = sizeof(long);
+            break;
+        case 'q':
+        case 'Q':
+            size = sizeof(long long);
+            break;
+        case 'n':
+        case 'N':
+            size = sizeof(Py_ssize_t);
+            break;
+        case 'e':
+            size = 2;
+            break;
+        case 'f':
+            size = sizeof(float);
+            break;
+        case 'd':
+            size = sizeof(double);
+            break;
+        default:
+            goto unsupported;
         }
     } else if ((size = standard_size(f[0])) == 0) {
         goto unsupported;
@@ -113,7 +166,8 @@ static int read_format(const char *format, Py_ssize_t itemsize,
     if (size != itemsize) {
         PyErr_Format(PyExc_BufferError,
                      "format '%.20s' has items of %lld bytes but the buffer "
-                     "says %zd", format, (long long)size, itemsize);
+                     "says %zd",
+                     format, (long long)size, itemsize);
         return -1;
     }
     return 0;
@@ -122,7 +176,8 @@ unsupported:
     PyErr_Format(PyExc_BufferError,
                  "format '%.20s': a buffer is exported when its format is "
                  "one native numeric item (struct codes b B h H i I l L q Q "
-                 "n N e f d ?, or Zf Zd for complex)", format);
+                 "n N e f d ?, or Zf Zd for complex)",
+                 format);
     return -1;
 }
 
@@ -143,7 +198,8 @@ int describe_buffer(PyObject *obj, cai_desc_t *d, PyObject **keep)
     if (b->ndim > CAI_MAX_NDIM) {
         PyErr_Format(PyExc_BufferError,
                      "shape: the buffer has %d dimensions; at most %d are "
-                     "supported", b->ndim, CAI_MAX_NDIM);
+                     "supported",
+                     b->ndim, CAI_MAX_NDIM);
         goto fail;
     }
     if (b->suboffsets != NULL || !PyBuffer_IsContiguous(b, 'C')) {

@@ -70,14 +70,12 @@ static inline PyThreadState *attached_here(void)
      * a sub-interpreter would wait for the GIL it holds. */
     PyThreadState *t = _PyThreadState_UncheckedGet();
 
-    return t != NULL && t->thread_id == PyThread_get_thread_ident() ? t
-                                                                     : NULL;
+    return t != NULL && t->thread_id == PyThread_get_thread_ident() ? t : NULL;
 #endif
 }
 
 /* d[key] as a strong reference: 1 found, 0 absent, -1 error. */
-static inline int cai_dict_get_ref(PyObject *d, PyObject *key,
-                                   PyObject **out)
+static inline int cai_dict_get_ref(PyObject *d, PyObject *key, PyObject **out)
 {
 #if PY_VERSION_HEX >= 0x030D0000
     return PyDict_GetItemRef(d, key, out);
@@ -94,12 +92,32 @@ static inline int cai_dict_get_ref(PyObject *d, PyObject *key,
 /* Interned names: the dict entries read (first, in this order), then
  * attribute and keyword names. */
 enum {
-    F_SHAPE, F_TYPESTR, F_VERSION, F_STRIDES, F_MASK, F_STREAM, F_DATA,
-    F_OFFSET, F_COUNT, /* the interface entries end here */
-    N_CAI = F_COUNT, N_AI, N_DLPACK, N_DLPACK_DEVICE, N_CUDA_STREAM,
-    N_EXCHANGE_API, N_EXCHANGE_API_OLD, N_DEVICE, N_SYNC,
-    N_ALLOW_READONLY_LEGACY, N_MAX_VERSION, N_DL_DEVICE, N_COPY,
-    N_LEGACY_WRITABLE, N_REQUIRES_GRAD, N_IS_CONJ, N_COUNT
+    F_SHAPE,
+    F_TYPESTR,
+    F_VERSION,
+    F_STRIDES,
+    F_MASK,
+    F_STREAM,
+    F_DATA,
+    F_OFFSET,
+    F_COUNT, /* the interface entries end here */
+    N_CAI = F_COUNT,
+    N_AI,
+    N_DLPACK,
+    N_DLPACK_DEVICE,
+    N_CUDA_STREAM,
+    N_EXCHANGE_API,
+    N_EXCHANGE_API_OLD,
+    N_DEVICE,
+    N_SYNC,
+    N_ALLOW_READONLY_LEGACY,
+    N_MAX_VERSION,
+    N_DL_DEVICE,
+    N_COPY,
+    N_LEGACY_WRITABLE,
+    N_REQUIRES_GRAD,
+    N_IS_CONJ,
+    N_COUNT
 };
 
 #define KEY_SLOT_MASK 63
@@ -172,10 +190,8 @@ int hidden_attribute_error(cai_state *st, PyObject *obj);
 int parse_keywords(const char *fname, PyObject *const *kwvalues,
                    PyObject *kwnames, PyObject *const names[],
                    PyObject **values, int count);
-int positional_error(const char *fname, Py_ssize_t nargs,
-                     Py_ssize_t expected);
-int read_int64(PyObject *o, const char *field, Py_ssize_t index,
-               int64_t *out);
+int positional_error(const char *fname, Py_ssize_t nargs, Py_ssize_t expected);
+int read_int64(PyObject *o, const char *field, Py_ssize_t index, int64_t *out);
 Py_ssize_t read_int_tuple(PyObject *o, const char *field, int64_t *out);
 int read_device_tuple(cai_state *st, PyObject *o, const char *what,
                       DLDevice *out);
@@ -327,8 +343,8 @@ static inline int dlpack_request(cai_state *st, PyObject *const *kwvalues,
 {
     PyObject *values[4] = {NULL, NULL, NULL, NULL};
 
-    if (match_keywords("__dlpack__", kwvalues, kwnames, st->kw_dlpack,
-                       values, 4) != 0 ||
+    if (match_keywords("__dlpack__", kwvalues, kwnames, st->kw_dlpack, values,
+                       4) != 0 ||
         (req->versioned = wants_versioned(values[1])) < 0 ||
         (req->copy = read_copy(values[3])) < 0)
         return -1;
@@ -378,8 +394,8 @@ int owner_away(cai_home *home, PyObject *obj, void **owner,
 void delete_tensor(void *tensor, int versioned);
 void legacy_capsule_destructor(PyObject *capsule);
 void versioned_capsule_destructor(PyObject *capsule);
-PyObject *desc_to_capsule(cai_state *st, const cai_desc_t *desc,
-                          int versioned, unsigned options, void *owner,
+PyObject *desc_to_capsule(cai_state *st, const cai_desc_t *desc, int versioned,
+                          unsigned options, void *owner,
                           cai_release_fn release);
 PyObject *tensor_from_capsule(cai_state *st, PyObject *capsule,
                               PyObject *stream, int legacy_writable);
@@ -392,8 +408,8 @@ static inline PyObject *tensor_capsule(void *tensor, int versioned)
     if (versioned) {
         DLManagedTensorVersioned *t = tensor;
 
-        capsule = PyCapsule_New(t, CAPSULE_VERSIONED,
-                                versioned_capsule_destructor);
+        capsule =
+            PyCapsule_New(t, CAPSULE_VERSIONED, versioned_capsule_destructor);
         if (capsule == NULL)
             t->deleter(t);
     } else {
@@ -446,13 +462,13 @@ typedef struct {
 extern PyType_Spec dlpackview_spec;
 int contiguous_nbytes(int ndim, const int64_t *shape, int64_t itemsize,
                       int64_t *nbytes);
-void contiguous_desc(cai_desc_t *c, void *data, int ndim,
-                     const int64_t *shape, DLDataType dtype, DLDevice device);
+void contiguous_desc(cai_desc_t *c, void *data, int ndim, const int64_t *shape,
+                     DLDataType dtype, DLDevice device);
 void view_dealloc(PyObject *self);
 PyObject *copy_to_capsule(cai_state *st, const cai_desc_t *d, int versioned);
 extern const char as_dlpack_doc[];
-PyObject *as_dlpack(PyObject *module, PyObject *const *args,
-                    Py_ssize_t nargs, PyObject *kwnames);
+PyObject *as_dlpack(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                    PyObject *kwnames);
 void view_to_header(const DLPackViewObject *v, cai_desc_t *d);
 
 /* Our views in any interpreter: the types are per module, their
@@ -502,8 +518,8 @@ static inline int view_tensor(DLPackViewObject *v, int versioned,
         release(owner);
         return no_owner_memory(err);
     }
-    return cai_tensor_new(&t, v->readonly, versioned, options, owner,
-                          release, out, err);
+    return cai_tensor_new(&t, v->readonly, versioned, options, owner, release,
+                          out, err);
 }
 
 /* streams.c, for views: the consumer's stream waits on the view's fence

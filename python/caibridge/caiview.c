@@ -175,23 +175,22 @@ static PyObject *build_interface(CAIViewObject *v)
         return raise_status(st, &err);
     if ((dict = PyDict_New()) == NULL)
         return NULL;
-#define PUT(key, expr)                                                       \
-    do {                                                                     \
-        if ((x = (expr)) == NULL ||                                          \
-            PyDict_SetItem(dict, st->name[key], x) != 0) {                   \
-            Py_XDECREF(x);                                                   \
-            Py_DECREF(dict);                                                 \
-            return NULL;                                                     \
-        }                                                                    \
-        Py_DECREF(x);                                                        \
+#define PUT(key, expr)                                     \
+    do {                                                   \
+        if ((x = (expr)) == NULL ||                        \
+            PyDict_SetItem(dict, st->name[key], x) != 0) { \
+            Py_XDECREF(x);                                 \
+            Py_DECREF(dict);                               \
+            return NULL;                                   \
+        }                                                  \
+        Py_DECREF(x);                                      \
     } while (0)
     PUT(F_SHAPE, int64_tuple(d.ndim, d.shape));
     PUT(F_TYPESTR, PyUnicode_FromString(typestr));
     PUT(F_DATA, Py_BuildValue("(NO)", PyLong_FromVoidPtr(d.data),
-                              d.readonly || v->readonly ? Py_True
-                                                        : Py_False));
-    PUT(F_STRIDES, d.has_strides ? int64_tuple(d.ndim, d.strides)
-                                 : Py_NewRef(Py_None));
+                              d.readonly || v->readonly ? Py_True : Py_False));
+    PUT(F_STRIDES,
+        d.has_strides ? int64_tuple(d.ndim, d.strides) : Py_NewRef(Py_None));
     PUT(F_VERSION, PyLong_FromLong(3));
     if (is_cuda_device(d.device.device_type))
         PUT(F_STREAM, Py_NewRef(v->stream));
@@ -330,8 +329,8 @@ static int caiview_reexport(cai_state *st, CAIViewObject *v, cai_desc_t *d,
     if (v->versioned && (((DLManagedTensorVersioned *)v->tensor)->flags &
                          DLPACK_FLAG_BITMASK_IS_COPIED))
         options |= CAI_OPT_IS_COPIED;
-    return checked_tensor(st, d, versioned, options,
-                          Py_NewRef((PyObject *)v), out);
+    return checked_tensor(st, d, versioned, options, Py_NewRef((PyObject *)v),
+                          out);
 }
 
 /* The exchange API's export (no ordering with the consumer): the data is
@@ -369,18 +368,21 @@ static PyObject *caiview_dlpack(PyObject *self, PyTypeObject *defining_class,
     return tensor_capsule(tensor, req.versioned);
 }
 
-PyDoc_STRVAR(caiview_dlpack_doc,
-"__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None,\n"
-"           copy=None)\n"
-"--\n\n"
-"Re-export the view's tensor as a DLPack capsule, zero-copy.\n\n"
-"The new tensor keeps the source's READ_ONLY and IS_COPIED flags and holds\n"
-"this view, so the source tensor lives until the consumer releases it.\n"
-"A versioned capsule when max_version asks for 1.x, else a legacy one\n"
-"(refused for read-only data).  For CUDA memory the consumer's stream\n"
-"waits on the view's CAI stream (None: legacy default, -1: no ordering, 0\n"
-"refused); for host memory stream must be None.  copy=True makes a host\n"
-"copy marked IS_COPIED.");
+PyDoc_STRVAR(
+    caiview_dlpack_doc,
+    "__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None,\n"
+    "           copy=None)\n"
+    "--\n\n"
+    "Re-export the view's tensor as a DLPack capsule, zero-copy.\n\n"
+    "The new tensor keeps the source's READ_ONLY and IS_COPIED flags and "
+    "holds\n"
+    "this view, so the source tensor lives until the consumer releases it.\n"
+    "A versioned capsule when max_version asks for 1.x, else a legacy one\n"
+    "(refused for read-only data).  For CUDA memory the consumer's stream\n"
+    "waits on the view's CAI stream (None: legacy default, -1: no ordering, "
+    "0\n"
+    "refused); for host memory stream must be None.  copy=True makes a host\n"
+    "copy marked IS_COPIED.");
 
 static PyGetSetDef caiview_getset[] = {
     {"__cuda_array_interface__", caiview_get_cai, NULL,
@@ -389,7 +391,8 @@ static PyGetSetDef caiview_getset[] = {
     {"__array_interface__", caiview_get_ai, NULL,
      "NumPy's array interface (version 3) for host-accessible memory:\n"
      "kDLCPU, and pinned or managed CUDA memory, read after the host has\n"
-     "waited for the view's CAI stream.", NULL},
+     "waited for the view's CAI stream.",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyMethodDef caiview_methods[] = {
@@ -400,18 +403,22 @@ static PyMethodDef caiview_methods[] = {
      "The (device_type, device_id) of the data."},
     {NULL, NULL, 0, NULL}};
 
-static PyMemberDef caiview_members[] = {
-    {"__weaklistoffset__", Py_T_PYSSIZET, offsetof(CAIViewObject, weakrefs),
-     Py_READONLY, NULL},
-    {NULL, 0, 0, 0, NULL}};
+static PyMemberDef caiview_members[] = {{"__weaklistoffset__", Py_T_PYSSIZET,
+                                         offsetof(CAIViewObject, weakrefs),
+                                         Py_READONLY, NULL},
+                                        {NULL, 0, 0, 0, NULL}};
 
-PyDoc_STRVAR(caiview_doc,
-"Owns a DLPack tensor and describes it as __cuda_array_interface__ (CUDA\n"
-"memory) and __array_interface__ (host memory, and pinned or managed CUDA\n"
-"memory, which has both); made by caibridge.from_dlpack().  The view is a\n"
-"DLPack producer too: __dlpack__ re-exports its tensor zero-copy, and the\n"
-"type publishes the DLPack C exchange API.  The tensor's deleter runs\n"
-"once, when the view and every re-export are gone.");
+PyDoc_STRVAR(
+    caiview_doc,
+    "Owns a DLPack tensor and describes it as __cuda_array_interface__ (CUDA\n"
+    "memory) and __array_interface__ (host memory, and pinned or managed "
+    "CUDA\n"
+    "memory, which has both); made by caibridge.from_dlpack().  The view is "
+    "a\n"
+    "DLPack producer too: __dlpack__ re-exports its tensor zero-copy, and "
+    "the\n"
+    "type publishes the DLPack C exchange API.  The tensor's deleter runs\n"
+    "once, when the view and every re-export are gone.");
 
 static PyType_Slot caiview_slots[] = {
     {Py_tp_dealloc, caiview_dealloc},
@@ -424,13 +431,11 @@ static PyType_Slot caiview_slots[] = {
     {Py_tp_members, caiview_members},
     {0, NULL}};
 
-PyType_Spec caiview_spec = {
-    "caibridge.CAIView",
-    sizeof(CAIViewObject),
-    0,
-    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE |
-        Py_TPFLAGS_DISALLOW_INSTANTIATION,
-    caiview_slots};
+PyType_Spec caiview_spec = {"caibridge.CAIView", sizeof(CAIViewObject), 0,
+                            Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC |
+                                Py_TPFLAGS_IMMUTABLETYPE |
+                                Py_TPFLAGS_DISALLOW_INSTANTIATION,
+                            caiview_slots};
 
 /*
  * The interface properties that add_array_interface gives a DLPack class:

@@ -52,7 +52,7 @@ static int release_scheduled;          /* a pending call is queued */
 /* The atexit hook: 0 none, 1 being registered (claimed under the lock, so
  * two threads never both register it), 2 registered. */
 static int release_hooked;
-static int release_closed;             /* the interpreter is exiting */
+static int release_closed; /* the interpreter is exiting */
 
 /* Drops the queued owners; the GIL is held.  Releasing one may run Python
  * code that releases more: they go straight through (this thread holds
@@ -113,9 +113,9 @@ int release_queue_init(void)
         done = NULL;
     else {
         hook = PyCFunction_New(&close_release_queue_def, NULL);
-        done = hook == NULL ? NULL
-                            : PyObject_CallMethod(atexit, "register", "O",
-                                                  hook);
+        done = hook == NULL
+                   ? NULL
+                   : PyObject_CallMethod(atexit, "register", "O", hook);
         Py_XDECREF(hook);
         Py_DECREF(atexit);
     }
@@ -148,8 +148,7 @@ static int defer_release(PyObject *owner)
         /* Under the lock, so the hook cannot run in between and the
          * interpreter is still whole.  A full pending-call table leaves
          * the flag clear: the next release, or the hook, tries again. */
-        if (!release_scheduled &&
-            Py_AddPendingCall(drain_released, NULL) == 0)
+        if (!release_scheduled && Py_AddPendingCall(drain_released, NULL) == 0)
             release_scheduled = 1;
     }
     pthread_mutex_unlock(&release_lock);
@@ -236,8 +235,8 @@ typedef struct {
 
 void home_release(cai_home *home)
 {
-    if (home != NULL && __atomic_sub_fetch(&home->refs, 1, __ATOMIC_ACQ_REL)
-                            == 0)
+    if (home != NULL &&
+        __atomic_sub_fetch(&home->refs, 1, __ATOMIC_ACQ_REL) == 0)
         free(home);
 }
 
@@ -383,8 +382,8 @@ static inline void delete_capsule_tensor(void *tensor, int versioned)
 #if defined(__GNUC__)
 __attribute__((always_inline)) /* one copy per capsule kind, no extra call */
 #endif
-static inline void capsule_destructor(PyObject *capsule, const char *ours,
-                                      int versioned)
+static inline void
+capsule_destructor(PyObject *capsule, const char *ours, int versioned)
 {
     const char *name = PyCapsule_GetName(capsule);
     void *tensor;
@@ -419,8 +418,8 @@ void versioned_capsule_destructor(PyObject *capsule)
 
 /* Builds a tensor for desc and wraps it in a capsule.  The owner is
  * consumed: released by the tensor's deleter, or at once on failure. */
-PyObject *desc_to_capsule(cai_state *st, const cai_desc_t *desc,
-                          int versioned, unsigned options, void *owner,
+PyObject *desc_to_capsule(cai_state *st, const cai_desc_t *desc, int versioned,
+                          unsigned options, void *owner,
                           cai_release_fn release)
 {
     cai_error_t err;
@@ -432,8 +431,8 @@ PyObject *desc_to_capsule(cai_state *st, const cai_desc_t *desc,
         if (cai_desc_to_dlpack_versioned(desc, options, owner, release, &t,
                                          &err) != 0)
             return raise_status(st, &err);
-        capsule = PyCapsule_New(t, CAPSULE_VERSIONED,
-                                versioned_capsule_destructor);
+        capsule =
+            PyCapsule_New(t, CAPSULE_VERSIONED, versioned_capsule_destructor);
         if (capsule == NULL)
             t->deleter(t);
     } else {
@@ -468,9 +467,8 @@ PyObject *tensor_from_capsule(cai_state *st, PyObject *capsule,
     if (versioned >= 0 &&
         (tensor = PyCapsule_GetPointer(capsule, name)) != NULL)
         /* Renamed at once: from here on only we may call the deleter. */
-        renamed = PyCapsule_SetName(capsule, versioned
-                                                 ? CAPSULE_VERSIONED_USED
-                                                 : CAPSULE_LEGACY_USED);
+        renamed = PyCapsule_SetName(capsule, versioned ? CAPSULE_VERSIONED_USED
+                                                       : CAPSULE_LEGACY_USED);
     Py_END_CRITICAL_SECTION();
     if (renamed == 0)
         /* A legacy tensor cannot say whether its memory may be written:
@@ -484,7 +482,8 @@ PyObject *tensor_from_capsule(cai_state *st, PyObject *capsule,
                          strcmp(name, CAPSULE_LEGACY_USED) == 0))
         PyErr_Format(PyExc_ValueError,
                      "the capsule is named '%s': its tensor was already "
-                     "taken by a consumer", name);
+                     "taken by a consumer",
+                     name);
     else
         PyErr_Format(PyExc_TypeError,
                      "a capsule named '%s' is not a DLPack tensor",

@@ -64,10 +64,9 @@ static void offer_dirs(void)
     /* (the site-packages folders' wheel folders, the other ones) */
     if (dirs != NULL && PyTuple_Check(dirs) && PyTuple_GET_SIZE(dirs) == 2 &&
         encode_dirs(PyTuple_GET_ITEM(dirs, 0), paths, fs, &n) == 0 &&
-        encode_dirs(PyTuple_GET_ITEM(dirs, 1), others, other_fs,
-                    &other_n) == 0)
-        (void)cai_cuda_search_dirs(paths, (size_t)n, others,
-                                   (size_t)other_n);
+        encode_dirs(PyTuple_GET_ITEM(dirs, 1), others, other_fs, &other_n) ==
+            0)
+        (void)cai_cuda_search_dirs(paths, (size_t)n, others, (size_t)other_n);
     for (i = 0; i < n; i++)
         Py_DECREF(fs[i]);
     for (i = 0; i < other_n; i++)
@@ -154,8 +153,10 @@ static int warn_env(const char *variable, const char *env, const char *rule)
 
     if (value == NULL)
         return -1;
-    rc = PyErr_WarnFormat(PyExc_RuntimeWarning, 1, "%s=%.100R is not "
-                          "understood: %s", variable, value, rule);
+    rc = PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                          "%s=%.100R is not "
+                          "understood: %s",
+                          variable, value, rule);
     Py_DECREF(value);
     return rc;
 }
@@ -192,8 +193,10 @@ static PyObject *release_poll(PyObject *module, PyObject *const *args,
     int wait = 0, rc;
 
     if (nargs > 1)
-        return PyErr_Format(PyExc_TypeError, "_release_poll() takes at most "
-                            "1 argument (%zd given)", nargs);
+        return PyErr_Format(PyExc_TypeError,
+                            "_release_poll() takes at most "
+                            "1 argument (%zd given)",
+                            nargs);
     if (nargs == 1 && (wait = PyObject_IsTrue(args[0])) < 0)
         return NULL;
     if (wait) {
@@ -234,8 +237,7 @@ static PyMethodDef config_methods[] = {
     {"_set_release_blocking", release_blocking, METH_O,
      "_set_release_blocking(on)\n--\n\nAs CAIBRIDGE_RELEASE=block (True) "
      "or poll (False), from now on."},
-    {"_release_poll", (PyCFunction)(void (*)(void))release_poll,
-     METH_FASTCALL,
+    {"_release_poll", (PyCFunction)(void (*)(void))release_poll, METH_FASTCALL,
      "_release_poll(wait=False)\n--\n\nDrops the producers of releases "
      "whose consumer's work has finished (with wait, after the host waits "
      "for all); returns how many are still pending."},
@@ -244,7 +246,8 @@ static PyMethodDef config_methods[] = {
      "CUDART_VERSION or 0, 'dlpack_abi': (major, minor)}."},
     {"_runtime_info", runtime_info, METH_NOARGS,
      "_runtime_info()\n--\n\nThe CUDA runtime in use, searching for it "
-     "first if need be: {'path', 'how', 'version', 'refused'}; CUDAError with the "
+     "first if need be: {'path', 'how', 'version', 'refused'}; CUDAError with "
+     "the "
      "reason when there is none."},
     {NULL, NULL, 0, NULL}};
 

@@ -44,8 +44,7 @@ static PyObject *view_new(cai_state *st, PyObject *obj, const cai_desc_t *d,
     DLPackViewObject *v;
     int i;
 
-    v = PyObject_GC_NewVar(DLPackViewObject, st->DLPackView_Type,
-                           3 * d->ndim);
+    v = PyObject_GC_NewVar(DLPackViewObject, st->DLPackView_Type, 3 * d->ndim);
     if (v == NULL) {
         Py_XDECREF(keep);
         return NULL;
@@ -174,8 +173,8 @@ int contiguous_nbytes(int ndim, const int64_t *shape, int64_t itemsize,
 }
 
 /* Describes a writable, C-contiguous block at data. */
-void contiguous_desc(cai_desc_t *c, void *data, int ndim,
-                     const int64_t *shape, DLDataType dtype, DLDevice device)
+void contiguous_desc(cai_desc_t *c, void *data, int ndim, const int64_t *shape,
+                     DLDataType dtype, DLDevice device)
 {
     int i;
 
@@ -216,20 +215,21 @@ PyObject *copy_to_capsule(cai_state *st, const cai_desc_t *d, int versioned)
 /* as_dlpack                                                           */
 
 const char as_dlpack_doc[] =
-"as_dlpack(obj, *, device=None, sync=True, allow_readonly_legacy=False)\n"
-"--\n\n"
-"Wrap a CAI or array-interface producer as a DLPack producer.\n\n"
-"Reads obj.__cuda_array_interface__ (CUDA memory) or else\n"
-"obj.__array_interface__ (host memory), checks it, and returns a\n"
-"DLPackView whose __dlpack__ hands out zero-copy capsules that keep obj\n"
-"alive.  device=(device_type, device_id) skips the CUDA pointer lookup.\n"
-"sync=False turns off stream ordering for this view.  A read-only array is\n"
-"exported as a legacy capsule only with allow_readonly_legacy=True.\n\n"
-"Raises TypeError or ValueError for a malformed descriptor, BufferError\n"
-"when it cannot be exported, caibridge.CUDAError when CUDA fails.";
+    "as_dlpack(obj, *, device=None, sync=True, allow_readonly_legacy=False)\n"
+    "--\n\n"
+    "Wrap a CAI or array-interface producer as a DLPack producer.\n\n"
+    "Reads obj.__cuda_array_interface__ (CUDA memory) or else\n"
+    "obj.__array_interface__ (host memory), checks it, and returns a\n"
+    "DLPackView whose __dlpack__ hands out zero-copy capsules that keep obj\n"
+    "alive.  device=(device_type, device_id) skips the CUDA pointer lookup.\n"
+    "sync=False turns off stream ordering for this view.  A read-only array "
+    "is\n"
+    "exported as a legacy capsule only with allow_readonly_legacy=True.\n\n"
+    "Raises TypeError or ValueError for a malformed descriptor, BufferError\n"
+    "when it cannot be exported, caibridge.CUDAError when CUDA fails.";
 
-PyObject *as_dlpack(PyObject *module, PyObject *const *args,
-                    Py_ssize_t nargs, PyObject *kwnames)
+PyObject *as_dlpack(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                    PyObject *kwnames)
 {
     cai_state *st = PyModule_GetState(module);
     PyObject *values[3] = {NULL, NULL, NULL}, *keep;
@@ -263,9 +263,9 @@ PyObject *as_dlpack(PyObject *module, PyObject *const *args,
 #if defined(__GNUC__)
 __attribute__((noinline)) /* keeps its descriptor off view_export's stack */
 #endif
-static PyObject *view_export_slow(cai_state *st, DLPackViewObject *v,
-                                  PyObject *stream, int versioned, int copy,
-                                  int to_host)
+static PyObject *
+view_export_slow(cai_state *st, DLPackViewObject *v, PyObject *stream,
+                 int versioned, int copy, int to_host)
 {
     cai_desc_t d;
     intptr_t consumer = CAI_STREAM_NO_SYNC;
@@ -275,9 +275,9 @@ static PyObject *view_export_slow(cai_state *st, DLPackViewObject *v,
     /* A consumer on the CPU reads pinned or managed memory at once: the
      * host waits for the producer.  It says so with dl_device=(kDLCPU, 0),
      * or by passing no stream, as NumPy does. */
-    int host_wait = !given && (to_host ||
-                               v->device.device_type == kDLCUDAHost ||
-                               v->device.device_type == kDLCUDAManaged);
+    int host_wait = !given &&
+                    (to_host || v->device.device_type == kDLCUDAHost ||
+                     v->device.device_type == kDLCUDAManaged);
 
     view_to_header(v, &d);
     if (to_host) {
@@ -392,7 +392,8 @@ static PyObject *view_repr(PyObject *self)
     }
     return PyUnicode_FromFormat(
         "<caibridge.DLPackView ndim=%d typestr='%s' device=(%s, %d)%s of "
-        "%.100s>", v->ndim, typestr, device, (int)v->device.device_id,
+        "%.100s>",
+        v->ndim, typestr, device, (int)v->device.device_id,
         v->readonly ? " readonly" : "", Py_TYPE(v->obj)->tp_name);
 }
 
@@ -401,24 +402,28 @@ static PyObject *view_get_obj(PyObject *self, void *unused)
     return Py_NewRef(((DLPackViewObject *)self)->obj);
 }
 
-PyDoc_STRVAR(view_dlpack_doc,
-"__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None,\n"
-"           copy=None)\n"
-"--\n\n"
-"Export the data as a DLPack capsule.\n\n"
-"A versioned capsule ('dltensor_versioned') when max_version asks for 1.x,\n"
-"else a legacy one ('dltensor').  Each call hands out an independent capsule\n"
-"holding a reference to the producer until its deleter runs.  For CUDA\n"
-"memory, stream is the consumer's stream (None: legacy default, -1: no\n"
-"ordering; 0 is refused); it waits for the producer's work queued before\n"
-"the view was made.  For host memory stream must be None.  Pinned and\n"
-"managed memory with no stream, or asked for as dl_device=(1, 0), make the\n"
-"host wait instead.  copy=True makes a C-contiguous host copy marked\n"
-"IS_COPIED; copy=False never copies.");
+PyDoc_STRVAR(
+    view_dlpack_doc,
+    "__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None,\n"
+    "           copy=None)\n"
+    "--\n\n"
+    "Export the data as a DLPack capsule.\n\n"
+    "A versioned capsule ('dltensor_versioned') when max_version asks for "
+    "1.x,\n"
+    "else a legacy one ('dltensor').  Each call hands out an independent "
+    "capsule\n"
+    "holding a reference to the producer until its deleter runs.  For CUDA\n"
+    "memory, stream is the consumer's stream (None: legacy default, -1: no\n"
+    "ordering; 0 is refused); it waits for the producer's work queued before\n"
+    "the view was made.  For host memory stream must be None.  Pinned and\n"
+    "managed memory with no stream, or asked for as dl_device=(1, 0), make "
+    "the\n"
+    "host wait instead.  copy=True makes a C-contiguous host copy marked\n"
+    "IS_COPIED; copy=False never copies.");
 
 PyDoc_STRVAR(view_dlpack_device_doc,
-"__dlpack_device__($self, /)\n--\n\n"
-"The (device_type, device_id) pair of the data.");
+             "__dlpack_device__($self, /)\n--\n\n"
+             "The (device_type, device_id) pair of the data.");
 
 static PyMethodDef view_methods[] = {
     {"__dlpack__", (PyCFunction)(void (*)(void))view_dlpack,
@@ -428,35 +433,34 @@ static PyMethodDef view_methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef view_getset[] = {
-    {"obj", view_get_obj, NULL,
-     "The producer whose data this view exports.", NULL},
+    {"obj", view_get_obj, NULL, "The producer whose data this view exports.",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
-static PyMemberDef view_members[] = {
-    {"__weaklistoffset__", Py_T_PYSSIZET,
-     offsetof(DLPackViewObject, weakrefs), Py_READONLY, NULL},
-    {NULL, 0, 0, 0, NULL}};
+static PyMemberDef view_members[] = {{"__weaklistoffset__", Py_T_PYSSIZET,
+                                      offsetof(DLPackViewObject, weakrefs),
+                                      Py_READONLY, NULL},
+                                     {NULL, 0, 0, 0, NULL}};
 
-PyDoc_STRVAR(view_doc,
-"A DLPack producer for an object exposing __cuda_array_interface__ or\n"
-"__array_interface__; made by caibridge.as_dlpack().\n\n"
-"The type publishes the DLPack C exchange API as __dlpack_c_exchange_api__.");
+PyDoc_STRVAR(
+    view_doc,
+    "A DLPack producer for an object exposing __cuda_array_interface__ or\n"
+    "__array_interface__; made by caibridge.as_dlpack().\n\n"
+    "The type publishes the DLPack C exchange API as "
+    "__dlpack_c_exchange_api__.");
 
-static PyType_Slot view_slots[] = {
-    {Py_tp_dealloc, view_dealloc},
-    {Py_tp_repr, view_repr},
-    {Py_tp_doc, (void *)(uintptr_t)view_doc},
-    {Py_tp_traverse, view_traverse},
-    {Py_tp_clear, view_clear},
-    {Py_tp_methods, view_methods},
-    {Py_tp_getset, view_getset},
-    {Py_tp_members, view_members},
-    {0, NULL}};
+static PyType_Slot view_slots[] = {{Py_tp_dealloc, view_dealloc},
+                                   {Py_tp_repr, view_repr},
+                                   {Py_tp_doc, (void *)(uintptr_t)view_doc},
+                                   {Py_tp_traverse, view_traverse},
+                                   {Py_tp_clear, view_clear},
+                                   {Py_tp_methods, view_methods},
+                                   {Py_tp_getset, view_getset},
+                                   {Py_tp_members, view_members},
+                                   {0, NULL}};
 
 PyType_Spec dlpackview_spec = {
-    "caibridge.DLPackView",
-    offsetof(DLPackViewObject, dims),
-    sizeof(int64_t),
+    "caibridge.DLPackView", offsetof(DLPackViewObject, dims), sizeof(int64_t),
     Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE |
         Py_TPFLAGS_DISALLOW_INSTANTIATION,
     view_slots};

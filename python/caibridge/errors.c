@@ -16,11 +16,19 @@ PyObject *raise_status(cai_state *st, const cai_error_t *err)
     PyObject *type;
 
     switch (err->status) {
-    case CAI_EINVAL: type = PyExc_ValueError; break;
-    case CAI_ENOMEM: type = PyExc_MemoryError; break;
+    case CAI_EINVAL:
+        type = PyExc_ValueError;
+        break;
+    case CAI_ENOMEM:
+        type = PyExc_MemoryError;
+        break;
     case CAI_ENOCUDA:
-    case CAI_ECUDA: type = st->CUDAError; break;
-    default: type = PyExc_BufferError; break;
+    case CAI_ECUDA:
+        type = st->CUDAError;
+        break;
+    default:
+        type = PyExc_BufferError;
+        break;
     }
     /* Every message names its field; prefix it where the text does not.
      * The text may hold a path or typestr cut mid-character: decoded with

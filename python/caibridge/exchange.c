@@ -88,9 +88,9 @@ static DLPackViewObject *xapi_view(PyObject *o)
  */
 static inline int xapi_order(DLPackViewObject *v)
 {
-    return v->fence == NULL ? 0
-                            : view_order(type_state(Py_TYPE(v)), v,
-                                         CAI_STREAM_LEGACY);
+    return v->fence == NULL
+               ? 0
+               : view_order(type_state(Py_TYPE(v)), v, CAI_STREAM_LEGACY);
 }
 
 static int xapi_managed_from_py(void *py_object,
@@ -134,8 +134,7 @@ static int xapi_managed_to_py(DLManagedTensorVersioned *tensor,
     }
     /* CUDA data is ready on our work stream, the legacy one (caiview_new
      * reports None for host data). */
-    v = caiview_new(PyModule_GetState(module), tensor, 1, legacy_stream,
-                    0);
+    v = caiview_new(PyModule_GetState(module), tensor, 1, legacy_stream, 0);
     Py_DECREF(module);
     Py_DECREF(legacy_stream);
     *out_py_object = v;
@@ -208,8 +207,7 @@ const DLPackExchangeAPI caiview_exchange_api = {
 
 /* The table of classes patched by add_dlpack: each object is read afresh.
  * No borrowed DLTensor: the object keeps no shape or strides in C. */
-static int xapi_object_from_py(void *py_object,
-                               DLManagedTensorVersioned **out)
+static int xapi_object_from_py(void *py_object, DLManagedTensorVersioned **out)
 {
     PyObject *o = py_object;
     cai_state *st;
@@ -233,8 +231,8 @@ const DLPackExchangeAPI bridge_exchange_api = {
 int exchange_publish(cai_state *st, PyTypeObject *type,
                      const DLPackExchangeAPI *api)
 {
-    PyObject *capsule = PyCapsule_New((void *)(uintptr_t)api,
-                                      CAPSULE_EXCHANGE_API, NULL);
+    PyObject *capsule =
+        PyCapsule_New((void *)(uintptr_t)api, CAPSULE_EXCHANGE_API, NULL);
     int rc;
 
     if (capsule == NULL)

@@ -10,24 +10,29 @@
 #include <string.h>
 
 const char from_dlpack_doc[] =
-"from_dlpack(x, *, stream=None, legacy_writable=False)\n"
-"--\n\n"
-"Take a DLPack tensor from a producer (an object with __dlpack__) or a\n"
-"capsule, and return a CAIView that owns it: __cuda_array_interface__ for\n"
-"CUDA memory, __array_interface__ for host memory; pinned and managed\n"
-"memory has both, and a read of __array_interface__ first makes the host\n"
-"wait for the CAI 'stream'.  stream is the stream\n"
-"the data will be used on (None: legacy default; an int; or an object with\n"
-"__cuda_stream__); it is passed to the producer for CUDA data and reported\n"
-"as the CAI 'stream'.  A producer whose type publishes the DLPack C\n"
-"exchange API is read through it when stream is None or -1, and the CAI\n"
-"'stream' is then the one its table says the data is ready on.  stream=-1\n"
-"is refused for CUDA data that comes through __dlpack__ or a capsule: the\n"
-"producer's stream is unknown there, and 'stream: None' would claim the\n"
-"data is ready.\n"
-"A legacy (unversioned) tensor cannot say whether its memory may be\n"
-"written: it is described as read-only, as NumPy imports it, unless\n"
-"legacy_writable=True.";
+    "from_dlpack(x, *, stream=None, legacy_writable=False)\n"
+    "--\n\n"
+    "Take a DLPack tensor from a producer (an object with __dlpack__) or a\n"
+    "capsule, and return a CAIView that owns it: __cuda_array_interface__ "
+    "for\n"
+    "CUDA memory, __array_interface__ for host memory; pinned and managed\n"
+    "memory has both, and a read of __array_interface__ first makes the host\n"
+    "wait for the CAI 'stream'.  stream is the stream\n"
+    "the data will be used on (None: legacy default; an int; or an object "
+    "with\n"
+    "__cuda_stream__); it is passed to the producer for CUDA data and "
+    "reported\n"
+    "as the CAI 'stream'.  A producer whose type publishes the DLPack C\n"
+    "exchange API is read through it when stream is None or -1, and the CAI\n"
+    "'stream' is then the one its table says the data is ready on.  "
+    "stream=-1\n"
+    "is refused for CUDA data that comes through __dlpack__ or a capsule: "
+    "the\n"
+    "producer's stream is unknown there, and 'stream: None' would claim the\n"
+    "data is ready.\n"
+    "A legacy (unversioned) tensor cannot say whether its memory may be\n"
+    "written: it is described as read-only, as NumPy imports it, unless\n"
+    "legacy_writable=True.";
 
 /* CAI has no way to say "not ordered, on an unknown stream". */
 static PyObject *unordered_error(void)
@@ -131,7 +136,8 @@ PyObject *from_producer(cai_state *st, PyObject *x, int given, intptr_t s,
     if (method == NULL) {
         PyErr_Format(PyExc_TypeError,
                      "from_dlpack() takes a DLPack producer (with __dlpack__) "
-                     "or a DLPack capsule, got %.100s", Py_TYPE(x)->tp_name);
+                     "or a DLPack capsule, got %.100s",
+                     Py_TYPE(x)->tp_name);
         return NULL;
     }
     device = PyObject_CallMethodNoArgs(x, st->name[N_DLPACK_DEVICE]);
@@ -150,7 +156,8 @@ PyObject *from_producer(cai_state *st, PyObject *x, int given, intptr_t s,
         if (want_cuda)
             PyErr_Format(PyExc_AttributeError,
                          "__cuda_array_interface__: the data is host memory "
-                         "(%s); use __array_interface__", name);
+                         "(%s); use __array_interface__",
+                         name);
         else
             PyErr_Format(PyExc_AttributeError,
                          "__array_interface__: the data is on device type "
@@ -168,8 +175,8 @@ PyObject *from_producer(cai_state *st, PyObject *x, int given, intptr_t s,
             Py_DECREF(method);
             return NULL;
         }
-        stream_arg = PyLong_FromSsize_t(given ? (Py_ssize_t)s
-                                              : CAI_STREAM_LEGACY);
+        stream_arg =
+            PyLong_FromSsize_t(given ? (Py_ssize_t)s : CAI_STREAM_LEGACY);
         if (stream_arg == NULL) {
             Py_DECREF(stream_obj);
             Py_DECREF(method);
@@ -192,8 +199,7 @@ PyObject *from_producer(cai_state *st, PyObject *x, int given, intptr_t s,
                      Py_TYPE(x)->tp_name, Py_TYPE(capsule)->tp_name);
         result = NULL;
     } else {
-        result = tensor_from_capsule(st, capsule, stream_obj,
-                                     legacy_writable);
+        result = tensor_from_capsule(st, capsule, stream_obj, legacy_writable);
     }
     Py_DECREF(capsule);
     Py_DECREF(stream_obj);
@@ -226,14 +232,15 @@ PyObject *from_dlpack(PyObject *module, PyObject *const *args,
     if (given && s < CAI_STREAM_NO_SYNC) {
         PyErr_Format(PyExc_ValueError,
                      "stream = %zd is not a stream: use None, -1, 1, 2 or a "
-                     "stream handle", (Py_ssize_t)s);
+                     "stream handle",
+                     (Py_ssize_t)s);
         return NULL;
     }
     if (PyCapsule_CheckExact(x)) {
         if (given && s == CAI_STREAM_NO_SYNC && capsule_on_cuda(x))
             return unordered_error();
-        if ((stream_obj = given ? reported_stream(1, s) : Py_NewRef(Py_None))
-            == NULL)
+        if ((stream_obj = given ? reported_stream(1, s)
+                                : Py_NewRef(Py_None)) == NULL)
             return NULL;
         result = tensor_from_capsule(st, x, stream_obj, legacy_writable);
         Py_DECREF(stream_obj);

@@ -170,7 +170,8 @@ static int read_buffer_data(PyObject *obj, PyObject *source, cai_desc_t *d,
             PyErr_NormalizeException(&type, &value, &tb);
             PyErr_Format(PyExc_BufferError,
                          "data: %.100s gives no simple (C-contiguous) buffer: "
-                         "%S", Py_TYPE(exporter)->tp_name, value);
+                         "%S",
+                         Py_TYPE(exporter)->tp_name, value);
             Py_XDECREF(type);
             Py_XDECREF(value);
             Py_XDECREF(tb);
@@ -214,7 +215,8 @@ static int read_typestr(cai_state *st, PyObject *o, cai_desc_t *d,
     if (!PyUnicode_IS_ASCII(o)) {
         PyErr_Format(PyExc_ValueError,
                      "typestr = %.80R is not a NumPy type string (ASCII, "
-                     "like '<f4')", o);
+                     "like '<f4')",
+                     o);
         return -1;
     }
     if ((text = PyUnicode_AsUTF8AndSize(o, &len)) == NULL)
@@ -248,7 +250,8 @@ static int read_pointer_pair(PyObject *o, cai_desc_t *d)
     if (PyTuple_GET_SIZE(o) != 2) {
         PyErr_Format(PyExc_ValueError,
                      "data must be a (pointer, readonly) pair, got a "
-                     "tuple of %zd entries", PyTuple_GET_SIZE(o));
+                     "tuple of %zd entries",
+                     PyTuple_GET_SIZE(o));
         return -1;
     }
     if (!PyLong_Check(PyTuple_GET_ITEM(o, 0)) ||
@@ -325,11 +328,9 @@ static int read_desc(cai_state *st, PyObject *obj, PyObject *iface,
     if (collect_entries(st, iface, entries) < 0)
         return -1;
 
-    if ((o = take_required(entries, F_SHAPE, name, st->name[F_SHAPE]))
-        == NULL)
+    if ((o = take_required(entries, F_SHAPE, name, st->name[F_SHAPE])) == NULL)
         goto fail;
-    if (PyTuple_CheckExact(o) &&
-        (n = PyTuple_GET_SIZE(o)) <= CAI_MAX_NDIM) {
+    if (PyTuple_CheckExact(o) && (n = PyTuple_GET_SIZE(o)) <= CAI_MAX_NDIM) {
         /* The usual shape, read here; anything else by read_int_tuple. */
         for (j = 0; j < n; j++)
             if (!small_int(PyTuple_GET_ITEM(o, j), &d->shape[j]))
@@ -342,13 +343,14 @@ static int read_desc(cai_state *st, PyObject *obj, PyObject *iface,
     d->ndim = (int)n;
     Py_CLEAR(o);
 
-    if ((o = take_required(entries, F_TYPESTR, name, st->name[F_TYPESTR]))
-        == NULL || read_typestr(st, o, d, &later) != 0)
+    if ((o = take_required(entries, F_TYPESTR, name, st->name[F_TYPESTR])) ==
+            NULL ||
+        read_typestr(st, o, d, &later) != 0)
         goto fail;
     Py_CLEAR(o);
 
-    if ((o = take_required(entries, F_VERSION, name, st->name[F_VERSION]))
-        == NULL)
+    if ((o = take_required(entries, F_VERSION, name, st->name[F_VERSION])) ==
+        NULL)
         goto fail;
     if (!small_int(o, &v) && read_int64(o, "version", -1, &v) != 0)
         goto fail;
@@ -394,7 +396,8 @@ static int read_desc(cai_state *st, PyObject *obj, PyObject *iface,
                 /* 0 is left to the core, which explains why it is refused. */
                 PyErr_Format(PyExc_ValueError,
                              "stream = %lld: CAI v3 streams are None, 1, 2 "
-                             "or a cudaStream_t handle", (long long)v);
+                             "or a cudaStream_t handle",
+                             (long long)v);
                 goto fail;
             }
             d->has_stream = 1;
@@ -417,7 +420,8 @@ static int read_desc(cai_state *st, PyObject *obj, PyObject *iface,
         else
             PyErr_Format(PyExc_TypeError,
                          "data must be a (pointer, readonly) tuple, got "
-                         "%.100s", Py_TYPE(o)->tp_name);
+                         "%.100s",
+                         Py_TYPE(o)->tp_name);
         goto fail;
     } else {
         if (read_buffer_data(obj, o, d, keep) != 0)
@@ -466,21 +470,22 @@ static int apply_buffer_offset(cai_state *st, cai_desc_t *d, PyObject *keep,
     if (offset < 0) {
         PyErr_Format(PyExc_ValueError,
                      "offset = %lld is negative: the array would start "
-                     "before its buffer", (long long)offset);
+                     "before its buffer",
+                     (long long)offset);
         return -1;
     }
-    if (cai_layout_extent(d->ndim, d->shape, d->has_strides ? d->strides
-                                                            : NULL,
-                          cai_dtype_itemsize(d->dtype), offset, &lo, &hi,
-                          &err) != 0) {
+    if (cai_layout_extent(
+            d->ndim, d->shape, d->has_strides ? d->strides : NULL,
+            cai_dtype_itemsize(d->dtype), offset, &lo, &hi, &err) != 0) {
         raise_status(st, &err);
         return -1;
     }
     if (lo < 0 || hi > (int64_t)buf->len) {
         PyErr_Format(PyExc_ValueError,
                      "data: with offset = %lld the array reaches bytes %lld "
-                     "to %lld of a buffer of %zd bytes", (long long)offset,
-                     (long long)lo, (long long)hi, buf->len);
+                     "to %lld of a buffer of %zd bytes",
+                     (long long)offset, (long long)lo, (long long)hi,
+                     buf->len);
         return -1;
     }
     if (offset != 0)
@@ -520,8 +525,8 @@ static int describe_other(cai_state *st, PyObject *obj, PyObject *device,
         PyErr_Format(PyExc_ValueError,
                      "device = (%d, %d) contradicts the buffer protocol, "
                      "which gives host memory; use None, (1, 0) (kDLCPU), "
-                     "(3, 0) or (13, 0)", (int)d->device.device_type,
-                     (int)d->device.device_id);
+                     "(3, 0) or (13, 0)",
+                     (int)d->device.device_type, (int)d->device.device_id);
         goto fail;
     }
     return 0;
@@ -576,8 +581,7 @@ int describe(cai_state *st, PyObject *obj, PyObject *device, int64_t *elem,
                          "device = (%d, %d) contradicts __array_interface__, "
                          "which describes host memory; use None, (1, 0) "
                          "(kDLCPU), (3, 0) or (13, 0)",
-                         (int)d->device.device_type,
-                         (int)d->device.device_id);
+                         (int)d->device.device_type, (int)d->device.device_id);
             goto fail;
         }
     } else if (!is_cuda) {

@@ -19,17 +19,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-PyDoc_STRVAR(to_dlpack_doc,
-"to_dlpack(obj, *, max_version=None, device=None, stream=None, sync=True,\n"
-"          allow_readonly_legacy=False, dl_device=None, copy=None)\n"
-"--\n\n"
-"Like as_dlpack(obj, ...).__dlpack__(...), returning the capsule directly:\n"
-"'dltensor_versioned' when max_version asks for 1.x, else 'dltensor'.\n"
-"dl_device and copy are __dlpack__'s: dl_device must be where the data is\n"
-"(caibridge does not move data), copy=True makes a C-contiguous host copy\n"
-"marked IS_COPIED that holds nothing of obj.  Pinned and managed memory\n"
-"with no stream, or asked for as dl_device=(1, 0), make the host wait for\n"
-"the producer's stream first (a consumer on the CPU).");
+PyDoc_STRVAR(
+    to_dlpack_doc,
+    "to_dlpack(obj, *, max_version=None, device=None, stream=None, "
+    "sync=True,\n"
+    "          allow_readonly_legacy=False, dl_device=None, copy=None)\n"
+    "--\n\n"
+    "Like as_dlpack(obj, ...).__dlpack__(...), returning the capsule "
+    "directly:\n"
+    "'dltensor_versioned' when max_version asks for 1.x, else 'dltensor'.\n"
+    "dl_device and copy are __dlpack__'s: dl_device must be where the data "
+    "is\n"
+    "(caibridge does not move data), copy=True makes a C-contiguous host "
+    "copy\n"
+    "marked IS_COPIED that holds nothing of obj.  Pinned and managed memory\n"
+    "with no stream, or asked for as dl_device=(1, 0), make the host wait "
+    "for\n"
+    "the producer's stream first (a consumer on the CPU).");
 
 /* A tensor over a descriptor describe() read, checked here (its element
  * strides computed), holding owner (consumed, also on failure). */
@@ -41,13 +47,14 @@ static inline int checked_tensor_inline(cai_state *st, cai_desc_t *d,
     void *held = owner;
     cai_error_t err;
 
-    if (st->home != NULL && owner_away(st->home, owner, &held, &release) != 0) {
+    if (st->home != NULL &&
+        owner_away(st->home, owner, &held, &release) != 0) {
         Py_DECREF(owner);
         PyErr_NoMemory();
         return -1;
     }
-    if (cai_desc_tensor(d, versioned, options, held, release, out, &err)
-        != 0) {
+    if (cai_desc_tensor(d, versioned, options, held, release, out, &err) !=
+        0) {
         raise_status(st, &err);
         return -1;
     }
@@ -175,11 +182,10 @@ PyObject *object_export(cai_state *st, PyObject *obj, PyObject *device,
     }
     if ((owner = tensor_owner(obj, keep)) == NULL)
         return NULL;
-    if (checked_tensor_inline(st, &d, req->versioned,
-                              req->readonly_legacy_ok
-                                  ? CAI_OPT_LEGACY_READONLY_OK
-                                  : 0,
-                              owner, &tensor) != 0)
+    if (checked_tensor_inline(
+            st, &d, req->versioned,
+            req->readonly_legacy_ok ? CAI_OPT_LEGACY_READONLY_OK : 0, owner,
+            &tensor) != 0)
         return NULL;
     return tensor_capsule(tensor, req->versioned);
 }
@@ -374,14 +380,12 @@ static int intern_names(cai_state *st)
     st->kw_stream_max_version =
         PyTuple_Pack(2, st->name[F_STREAM], st->name[N_MAX_VERSION]);
     st->kw_stream = PyTuple_Pack(1, st->name[F_STREAM]);
-    st->kw_stream_max_version_copy =
-        PyTuple_Pack(3, st->name[F_STREAM], st->name[N_MAX_VERSION],
-                     st->name[N_COPY]);
-    st->max_version_ours = Py_BuildValue("(ii)", CAIBRIDGE_DLPACK_MAJOR,
-                                         CAIBRIDGE_DLPACK_MINOR);
+    st->kw_stream_max_version_copy = PyTuple_Pack(
+        3, st->name[F_STREAM], st->name[N_MAX_VERSION], st->name[N_COPY]);
+    st->max_version_ours =
+        Py_BuildValue("(ii)", CAIBRIDGE_DLPACK_MAJOR, CAIBRIDGE_DLPACK_MINOR);
     if (st->kw_stream_max_version == NULL || st->kw_stream == NULL ||
-        st->kw_stream_max_version_copy == NULL ||
-        st->max_version_ours == NULL)
+        st->kw_stream_max_version_copy == NULL || st->max_version_ours == NULL)
         return -1;
     return 0;
 }
@@ -433,7 +437,8 @@ static int read_sync_env(cai_state *st)
     rc = PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
                           "CAIBRIDGE_SYNC=%.100R is not understood: use 0, "
                           "false, no or off to turn stream ordering off, or "
-                          "1, true, yes or on; ordering stays on", value);
+                          "1, true, yes or on; ordering stays on",
+                          value);
     Py_DECREF(value);
     return rc;
 }
@@ -469,8 +474,8 @@ static int module_exec(PyObject *module)
     if (st->CUDAError == NULL ||
         PyModule_AddObjectRef(module, "CUDAError", st->CUDAError) < 0 ||
         PyModule_AddStringConstant(module, "__version__", cai_version()) < 0 ||
-        PyModule_AddObjectRef(module, "DLPACK_VERSION",
-                              st->max_version_ours) < 0 ||
+        PyModule_AddObjectRef(module, "DLPACK_VERSION", st->max_version_ours) <
+            0 ||
         PyModule_AddIntConstant(module, "SYNC_ENABLED", st->sync_enabled) < 0)
         return -1;
     return 0;

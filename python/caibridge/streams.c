@@ -23,7 +23,8 @@ int check_stream_value(const cai_desc_t *d, int given, intptr_t s,
         if (given) {
             PyErr_Format(PyExc_BufferError,
                          "stream = %zd was given for host memory (kDLCPU); "
-                         "only None is valid there", (Py_ssize_t)s);
+                         "only None is valid there",
+                         (Py_ssize_t)s);
             return -1;
         }
         *consumer = CAI_STREAM_NO_SYNC;
@@ -41,7 +42,8 @@ int check_stream_value(const cai_desc_t *d, int given, intptr_t s,
     if (s < CAI_STREAM_NO_SYNC) {
         PyErr_Format(PyExc_ValueError,
                      "stream = %zd is not a stream: use None, -1, 1, 2 or a "
-                     "stream handle", (Py_ssize_t)s);
+                     "stream handle",
+                     (Py_ssize_t)s);
         return -1;
     }
     *consumer = s;
@@ -55,8 +57,7 @@ int check_stream(cai_state *st, const cai_desc_t *d, PyObject *arg,
     int given = 0;
     intptr_t s = 0;
 
-    if (arg != NULL && arg != Py_None &&
-        read_stream(st, arg, &given, &s) != 0)
+    if (arg != NULL && arg != Py_None && read_stream(st, arg, &given, &s) != 0)
         return -1;
     return check_stream_value(d, given, s, consumer);
 }
@@ -69,12 +70,15 @@ int check_stream(cai_state *st, const cai_desc_t *d, PyObject *arg,
  * threads run and a host function queued on the producer's stream that
  * needs Python can finish.  Nothing here touches a Python object.
  */
+/* The two macros open and close a block: kept as written. */
+/* clang-format off */
 #define WITHOUT_INTERPRETER(rc, call)                                         \
     do {                                                                       \
         Py_BEGIN_ALLOW_THREADS                                                 \
         (rc) = (call);                                                         \
         Py_END_ALLOW_THREADS                                                   \
     } while (0)
+/* clang-format on */
 
 /* Makes the consumer's stream wait for the producer's unless ordering is
  * off or there is nothing to order. */
@@ -253,8 +257,7 @@ void release_edge(void *p)
     cai_error_t err;
     int rc;
 
-    if (e->consumer == CAI_STREAM_PER_THREAD &&
-        e->thread != cai_thread_id()) {
+    if (e->consumer == CAI_STREAM_PER_THREAD && e->thread != cai_thread_id()) {
         edge_done(e);
         return;
     }

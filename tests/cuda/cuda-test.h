@@ -151,8 +151,8 @@ static inline void check_host_conversion(const char *when)
  * assertions).  The runtime version needs no driver: it is expected to work
  * when runtime_loads, and to fail like the rest otherwise.
  */
-static inline void check_cuda_unavailable(const char *needle,
-                                          const char *when, int runtime_loads)
+static inline void check_cuda_unavailable(const char *needle, const char *when,
+                                          int runtime_loads)
 {
     static char device_memory[16];
     cai_desc_t producer;
@@ -164,8 +164,7 @@ static inline void check_cuda_unavailable(const char *needle,
     if (runtime_loads) {
         is_int(CAI_OK, rc, "%s: runtime version: needs no driver", when);
         ok(version >= 11000, "%s: runtime version: %d", when, version);
-        is_string("", err.message, "%s: runtime version: no error left",
-                  when);
+        is_string("", err.message, "%s: runtime version: no error left", when);
     } else {
         is_int(CAI_ENOCUDA, rc, "%s: runtime version: CAI_ENOCUDA", when);
         contains(err.message, needle,
@@ -196,8 +195,10 @@ static inline void check_cuda_unavailable(const char *needle,
 
     producer.has_stream = 0;
     rc = cai_cuda_order(&producer, 0x6000, &err);
-    is_int(CAI_OK, rc, "%s: order without a producer stream needs no CUDA: "
-           "success", when);
+    is_int(CAI_OK, rc,
+           "%s: order without a producer stream needs no CUDA: "
+           "success",
+           when);
     rc = cai_cuda_order(&producer, 0, &err);
     is_int(CAI_EINVAL, rc, "%s: stream 0 is still refused as such", when);
 }

@@ -46,7 +46,7 @@ static int failure_count;
 
 static char log_text[16384];
 static size_t log_length;
-static int version = 0; /* 0: from the file's name, else 13000 */
+static int version = 0;         /* 0: from the file's name, else 13000 */
 static int driver_version = -1; /* -1: from the environment, else 13000 */
 static int pageable_access;
 int concurrent_managed = 1;
@@ -95,8 +95,7 @@ static cudaError_t injected(const char *call)
 
 /* Logs "call" (already formatted) with its outcome and returns rc; a
  * failed runtime call becomes the thread's last error. */
-static cudaError_t logged(cudaError_t rc, const char *call,
-                          const char *result)
+static cudaError_t logged(cudaError_t rc, const char *call, const char *result)
 {
     call_count++;
     if (rc != cudaSuccess) {
@@ -150,9 +149,8 @@ static const char *flags_text(unsigned flags, const unsigned *bits,
 
 static const char *event_flags_text(unsigned flags, char buf[96])
 {
-    static const unsigned bits[] = {cudaEventBlockingSync,
-                                    cudaEventDisableTiming,
-                                    cudaEventInterprocess};
+    static const unsigned bits[] = {
+        cudaEventBlockingSync, cudaEventDisableTiming, cudaEventInterprocess};
     static const char *const names[] = {"cudaEventBlockingSync",
                                         "cudaEventDisableTiming",
                                         "cudaEventInterprocess"};
@@ -279,7 +277,7 @@ int is_default(cudaStream_t stream)
 /* The stream's context (NULL when unknown to the runtime) and table entry;
  * the runtime makes a context current for default and unknown streams. */
 cudaError_t resolve(cudaStream_t stream, struct context **ctx,
-                           struct stream **entry)
+                    struct stream **entry)
 {
     struct stream *s = is_default(stream) ? NULL : find_stream(stream);
     char st[32];
@@ -342,11 +340,11 @@ static int driver(void)
     return env != NULL ? atoi(env) : 13000;
 }
 
-#define LOCKED(body)                                                          \
-    do {                                                                      \
-        pthread_mutex_lock(&lock);                                            \
-        body;                                                                 \
-        pthread_mutex_unlock(&lock);                                          \
+#define LOCKED(body)                 \
+    do {                             \
+        pthread_mutex_lock(&lock);   \
+        body;                        \
+        pthread_mutex_unlock(&lock); \
     } while (0)
 
 /* ---- The runtime's entry points ---- */
@@ -386,8 +384,7 @@ struct event *need_event(cudaEvent_t handle, cudaError_t *rc)
 }
 
 /* The version queries never fail: *out = get(), logged. */
-static cudaError_t version_query(int *out, int (*get)(void),
-                                 const char *call)
+static cudaError_t version_query(int *out, int (*get)(void), const char *call)
 {
     char result[16];
 
@@ -701,8 +698,8 @@ cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t event)
  * at first), as cudaThreadExchangeStreamCaptureMode sets it. */
 static __thread int capture_mode = cudaStreamCaptureModeGlobal;
 
-cudaError_t CUDARTAPI cudaThreadExchangeStreamCaptureMode(
-    enum cudaStreamCaptureMode *mode)
+cudaError_t CUDARTAPI
+cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode)
 {
     cudaError_t rc = enter("cudaThreadExchangeStreamCaptureMode");
     char call[64];
@@ -812,8 +809,7 @@ CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
     char call[48], cx[16];
 
     rc = enter("cuCtxSetCurrent");
-    if (ctx != NULL && c == NULL &&
-        (const struct context *)ctx >= contexts &&
+    if (ctx != NULL && c == NULL && (const struct context *)ctx >= contexts &&
         (const struct context *)ctx < contexts + MAX_CONTEXTS)
         violation("cuCtxSetCurrent of a destroyed context");
     if (rc == cudaSuccess && ctx != NULL && c == NULL)
@@ -937,9 +933,8 @@ CUresult CUDAAPI cuPointerGetAttribute(void *data,
 
     rc = enter("cuPointerGetAttribute");
     if (rc == cudaSuccess)
-        rc = (cudaError_t)attribute_of(attribute,
-                                       (const void *)(uintptr_t)ptr, data,
-                                       result);
+        rc = (cudaError_t)attribute_of(attribute, (const void *)(uintptr_t)ptr,
+                                       data, result);
     snprintf(call, sizeof call, "cuPointerGetAttribute(%s, %p)",
              attribute_text(attribute), (const void *)(uintptr_t)ptr);
     return (CUresult)leave(rc, call, result[0] != '\0' ? result : NULL);
@@ -958,14 +953,15 @@ CUresult CUDAAPI cuPointerGetAttributes(unsigned count,
 
     rc = enter("cuPointerGetAttributes");
     for (i = 0; rc == cudaSuccess && i < count; i++) {
-        CUresult r = attribute_of(attributes[i],
-                                  (const void *)(uintptr_t)ptr, data[i], one);
+        CUresult r = attribute_of(attributes[i], (const void *)(uintptr_t)ptr,
+                                  data[i], one);
 
         if (r == CUDA_ERROR_INVALID_VALUE) {
             /* Every attribute caibridge asks for fits in 8 bytes. */
-            memset(data[i], 0, attributes[i] == CU_POINTER_ATTRIBUTE_CONTEXT
-                                   ? sizeof(CUcontext)
-                                   : sizeof(int));
+            memset(data[i], 0,
+                   attributes[i] == CU_POINTER_ATTRIBUTE_CONTEXT
+                       ? sizeof(CUcontext)
+                       : sizeof(int));
             snprintf(one, sizeof one, "0");
         } else if (r != CUDA_SUCCESS) {
             rc = (cudaError_t)r;
@@ -1057,8 +1053,8 @@ void add_pointer(const void *base, size_t size, int type, int device,
     pthread_mutex_unlock(&lock);
 }
 
-static void add_allocation(const void *base, size_t size, int type,
-                           int device, const void *host_alias)
+static void add_allocation(const void *base, size_t size, int type, int device,
+                           const void *host_alias)
 {
     add_pointer(base, size, type, device, host_alias, 0);
 }

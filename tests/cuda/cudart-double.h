@@ -57,7 +57,11 @@ enum {
 };
 
 /* Capture states as cudaStreamIsCapturing reports them. */
-enum { DOUBLE_NOT_CAPTURING = 0, DOUBLE_CAPTURING = 1, DOUBLE_INVALIDATED = 2 };
+enum {
+    DOUBLE_NOT_CAPTURING = 0,
+    DOUBLE_CAPTURING = 1,
+    DOUBLE_INVALIDATED = 2
+};
 
 struct cudart_double {
     /* Empties the log, the pointer and stream tables and the failures; the
@@ -90,8 +94,8 @@ struct cudart_double {
     /* An allocation [base, base + size): interior pointers are found too.
      * host_alias, when not NULL, is the host address of registered host
      * memory whose device address is base (hostPointer != devicePointer). */
-    void (*add_allocation)(const void *base, size_t size, int type,
-                           int device, const void *host_alias);
+    void (*add_allocation)(const void *base, size_t size, int type, int device,
+                           const void *host_alias);
     /* A stream handle on the primary context of device; unknown handles
      * belong to whatever context is current when they are used. */
     void (*add_stream)(long handle, int device);

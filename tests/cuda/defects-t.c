@@ -172,10 +172,11 @@ static void defect_5_legacy_stream_pinned_no_context(void)
     o.desc = view_on(CAI_STREAM_LEGACY, kDLCUDAHost, 0);
     o.consumer = b;
     run_on_new_thread(order_elsewhere, &o);
-    is_int(CAI_OK, o.status, "defect 5: ordered from a thread with no "
+    is_int(CAI_OK, o.status,
+           "defect 5: ordered from a thread with no "
            "context");
     ok(o.context_after == NULL, "defect 5: that thread has no context "
-       "afterwards");
+                                "afterwards");
     cuda->launch_copy(b, out, src, N, 0);
     cuda->gate_open(gate);
     cuda->drain();
@@ -198,7 +199,8 @@ static void defect_5_inactive_primary_context(void)
     is_int(CAI_OK, rc, "defect 5: legacy stream of device 3, never used");
     is_int(primaries, cuda->primary_contexts(),
            "defect 5: device 3's primary context is not created");
-    is_int(0, cuda->live_events(), "defect 5: no event for a stream that "
+    is_int(0, cuda->live_events(),
+           "defect 5: no event for a stream that "
            "holds no work");
 }
 
@@ -218,8 +220,7 @@ static void defect_6_cuda_11_set_device(void)
     mine = cuda->current_context();
     desc = view_on(CAI_STREAM_LEGACY, kDLCUDA, 1);
     rc = cai_cuda_order(&desc, CONSUMER_STREAM, &err);
-    is_int(CAI_OK, rc, "defect 6: ordered (%s)",
-           rc == 0 ? "ok" : err.message);
+    is_int(CAI_OK, rc, "defect 6: ordered (%s)", rc == 0 ? "ok" : err.message);
     contains(cuda->log(), "ev1 on P1", "defect 6: the event is device 1's");
     ok(cuda->current_context() == mine,
        "defect 6: the caller's context (device 0's) is current again");
@@ -264,9 +265,11 @@ static void defect_8_captures(void)
     desc = two_streams(DOUBLE_DEVICE, kDLCUDA, &a, &b);
     cuda->begin_capture(b, 7);
     rc = cai_cuda_order(&desc, b, &err);
-    is_int(CAI_EUNSUPPORTED, rc, "defect 8: one-shot order into a capture: "
+    is_int(CAI_EUNSUPPORTED, rc,
+           "defect 8: one-shot order into a capture: "
            "refused");
-    contains(err.message, "cai_fence_record", "defect 8: the message says "
+    contains(err.message, "cai_fence_record",
+             "defect 8: the message says "
              "to keep a fence for the graph");
     is_int(0, cuda->end_capture(b), "defect 8: the capture ends cleanly");
     graph = cuda->instantiate(b);
@@ -279,11 +282,14 @@ static void defect_8_captures(void)
     rc = cai_fence_record(&desc, &fence, &err);
     is_int(CAI_OK, rc, "defect 8: fence recorded in capture 5");
     rc = cai_fence_wait(fence, b, &err);
-    is_int(CAI_EUNSUPPORTED, rc, "defect 8: a wait from capture 6: refused, "
+    is_int(CAI_EUNSUPPORTED, rc,
+           "defect 8: a wait from capture 6: refused, "
            "not a CUDA error");
-    contains(err.message, "another CUDA graph", "defect 8: the message "
+    contains(err.message, "another CUDA graph",
+             "defect 8: the message "
              "names the two captures");
-    is_int(DOUBLE_CAPTURING, cuda->capture_state(b), "defect 8: capture 6 "
+    is_int(DOUBLE_CAPTURING, cuda->capture_state(b),
+           "defect 8: capture 6 "
            "is still valid");
     cai_fence_destroy(fence, NULL);
     cuda->end_capture(a);
@@ -305,7 +311,8 @@ static void defect_9_stale_not_ready(void)
     is_int(CAI_ECUDA, rc, "defect 9: a failed record is reported");
     ok(strstr(err.message, "already pending") == NULL,
        "defect 9: the hint does not blame 600: %s", err.message);
-    is_int(0, cuda->pending_error(), "defect 9: caibridge's error is "
+    is_int(0, cuda->pending_error(),
+           "defect 9: caibridge's error is "
            "cleared");
 }
 
@@ -328,7 +335,7 @@ static void defect_10_synchronize_makes_no_context(void)
     fresh(0);
     run_on_new_thread(synchronize_elsewhere, &context);
     ok(context == NULL, "defect 10: no context left current on a fresh "
-       "thread");
+                        "thread");
     contains(cuda->log(), "cudaStreamSynchronize(cudaStreamLegacy)",
              "defect 10: the stream was synchronized");
 }
@@ -355,7 +362,8 @@ static void defect_11_failed_restore_leaks_nothing(void)
     cuda->fail_after("cuCtxSetCurrent", CUDA_ERROR_INVALID_CONTEXT, 1);
     run_on_new_thread(record_elsewhere, &status);
     is_int(CAI_ECUDA, status, "defect 11: the failed restore is reported");
-    is_int(0, cuda->live_events(), "defect 11: the event is destroyed even "
+    is_int(0, cuda->live_events(),
+           "defect 11: the event is destroyed even "
            "though no context switch works");
 }
 

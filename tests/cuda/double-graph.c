@@ -10,7 +10,11 @@
 
 #include "double-internal.h"
 
-enum { NODE_KERNEL, NODE_RECORD, NODE_WAIT };
+enum {
+    NODE_KERNEL,
+    NODE_RECORD,
+    NODE_WAIT
+};
 
 struct node {
     int capture, kind;
@@ -39,8 +43,7 @@ static struct node *add_node(int capture, int kind)
     return n;
 }
 
-static int event_node(const struct stream *s, const struct event *e,
-                      int kind)
+static int event_node(const struct stream *s, const struct event *e, int kind)
 {
     struct node *n;
 
@@ -109,7 +112,8 @@ int replay(long graph, long stream)
         if (n.kind != NODE_KERNEL &&
             (!n.event->live || n.event->number != n.event_number)) {
             violation("graph %ld replayed a node whose event ev%d was "
-                      "destroyed", graph, n.event_number);
+                      "destroyed",
+                      graph, n.event_number);
             rc = cudaErrorInvalidResourceHandle;
         } else if (n.kind == NODE_RECORD) {
             tl_record(n.event, handle);

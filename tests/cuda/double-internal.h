@@ -26,7 +26,7 @@ struct context {
     int made;
     int device;
     int primary;
-    int number; /* Cn for other contexts */
+    int number;    /* Cn for other contexts */
     int destroyed; /* a cuCtxDestroy'd context: its slot is never reused */
     int refs;      /* primary: cuDevicePrimaryCtxRetain's count */
     int held;      /* primary: the runtime uses it (never released) */
@@ -52,8 +52,8 @@ struct stream {
     struct context *context; /* NULL: whatever is current */
     int capture;             /* the capture id, 0 when not capturing */
     int invalidated;
-    int joined; /* joined a capture through a wait, never joined back */
-    int ended;  /* the id of the capture last ended on it */
+    int joined;   /* joined a capture through a wait, never joined back */
+    int ended;    /* the id of the capture last ended on it */
     int orphaned; /* dead because its context was destroyed or reset */
 };
 

@@ -63,10 +63,11 @@ static void per_thread_stream_across_threads(void)
     is_int(0, occurrences(cuda->log(), "cudaEventRecord"),
            "nothing is recorded on the consuming thread (its stream 2 is "
            "another stream)");
-    contains(cuda->log(), "cudaStreamWaitEvent(0x6000, ev1, cudaEventWaitDefault)\n",
+    contains(cuda->log(),
+             "cudaStreamWaitEvent(0x6000, ev1, cudaEventWaitDefault)\n",
              "the consumer's stream waits on the making thread's event");
     ok(w.context_after == NULL, "the fresh thread has no context current "
-       "afterwards (NULL restored)");
+                                "afterwards (NULL restored)");
     is_int(primaries, cuda->primary_contexts(),
            "no primary context was created on the fresh thread");
     is_int(CAI_OK, cai_fence_destroy(fence, &err), "fence destroyed");
@@ -86,7 +87,8 @@ static void destroyed_producer_stream(void)
     is_int(CAI_OK, rc, "fence on a live stream: success");
     cuda->destroy_stream(PRODUCER_STREAM);
     rc = cai_fence_wait(fence, CONSUMER_STREAM, &err);
-    is_int(CAI_OK, rc, "the producer's stream destroyed since: the wait "
+    is_int(CAI_OK, rc,
+           "the producer's stream destroyed since: the wait "
            "still works (the event was taken before)");
     ok(strstr(cuda->log(), "cudaEventRecord(ev1, 0x5000) ->") == NULL,
        "no event was ever recorded on the freed handle");
@@ -142,10 +144,10 @@ static void stream_device_decides(void)
     rc = cai_fence_record(&desc, &fence, &err);
     is_int(CAI_OK, rc, "pinned data, stream on device 2: success (%s)",
            rc == 0 ? "ok" : err.message);
-    contains(cuda->log(), "ev1 on P2\n", "pinned data: the event is made "
+    contains(cuda->log(), "ev1 on P2\n",
+             "pinned data: the event is made "
              "in the stream's context");
-    ok(cuda->current_context() == NULL ||
-           cuda->current_device() == 0,
+    ok(cuda->current_context() == NULL || cuda->current_device() == 0,
        "pinned data: the caller's device 0 is current again");
     cai_fence_destroy(fence, NULL);
 
@@ -154,9 +156,12 @@ static void stream_device_decides(void)
     cuda->add_stream(PRODUCER_STREAM, 1);
     desc = producer(PRODUCER_STREAM, kDLCUDA, 0);
     rc = cai_cuda_order(&desc, CONSUMER_STREAM, &err);
-    is_int(CAI_OK, rc, "device 0 data, stream on device 1: ordered, not "
-           "error 400 (%s)", rc == 0 ? "ok" : err.message);
-    contains(cuda->log(), "ev1 on P1\n", "the event is the stream's "
+    is_int(CAI_OK, rc,
+           "device 0 data, stream on device 1: ordered, not "
+           "error 400 (%s)",
+           rc == 0 ? "ok" : err.message);
+    contains(cuda->log(), "ev1 on P1\n",
+             "the event is the stream's "
              "device's");
     is_int(0, cuda->current_device(), "device 0 current again");
 }
@@ -174,13 +179,16 @@ static void non_primary_context_kept(void)
     mine = cuda->create_context(0);
     cuda->set_current_context(mine);
     rc = cai_cuda_order(&desc, CONSUMER_STREAM, &err);
-    is_int(CAI_OK, rc, "legacy stream, data on device 1, a non-primary "
+    is_int(CAI_OK, rc,
+           "legacy stream, data on device 1, a non-primary "
            "context current: success");
-    contains(cuda->log(), "cuDevicePrimaryCtxRetain(1) = P1\n"
+    contains(cuda->log(),
+             "cuDevicePrimaryCtxRetain(1) = P1\n"
              "cuCtxSetCurrent(P1)\n",
              "the data's device's primary context is made current for the "
              "event, through the driver");
-    ok(cuda->current_context() == mine, "the non-primary context is "
+    ok(cuda->current_context() == mine,
+       "the non-primary context is "
        "current again, not device 0's primary context");
 
     cuda->reset();
@@ -188,7 +196,8 @@ static void non_primary_context_kept(void)
     cuda->set_current_context(mine);
     desc = producer(PRODUCER_STREAM, kDLCUDA, 1);
     rc = cai_cuda_order(&desc, CONSUMER_STREAM, &err);
-    is_int(CAI_OK, rc, "stream on device 1 from a non-primary context: "
+    is_int(CAI_OK, rc,
+           "stream on device 1 from a non-primary context: "
            "success");
     ok(cuda->current_context() == mine, "the non-primary context is kept");
 }
@@ -205,8 +214,7 @@ static void *order_on_fresh_thread(void *arg)
     cai_error_t err;
 
     if (cai_cuda_order(&desc, CONSUMER_STREAM, &err) != 0)
-        diag("fresh thread, stream %#lx: %s", (long)run->stream,
-             err.message);
+        diag("fresh thread, stream %#lx: %s", (long)run->stream, err.message);
     run->after = cuda->current_context();
     return NULL;
 }
@@ -231,7 +239,8 @@ static void fresh_thread_gets_no_context(void)
     cuda->add_stream(PRODUCER_STREAM, 1);
     cuda->add_stream(CONSUMER_STREAM, 1);
     primaries = cuda->primary_contexts();
-    ok(order_from_fresh_thread(PRODUCER_STREAM) == NULL, "a thread that "
+    ok(order_from_fresh_thread(PRODUCER_STREAM) == NULL,
+       "a thread that "
        "never used CUDA has no context current after an ordering");
     is_int(primaries, cuda->primary_contexts(),
            "and no primary context was created (none on device 0)");
@@ -253,7 +262,8 @@ static void legacy_stream_from_fresh_thread(void)
     after = order_from_fresh_thread(CAI_STREAM_LEGACY);
     contains(cuda->log(), "cudaEventRecord(ev1, cudaStreamLegacy)\n",
              "fresh thread, legacy producer stream: the event is recorded");
-    contains(cuda->log(), "ev1 on P1\n", "on the data's device's legacy "
+    contains(cuda->log(), "ev1 on P1\n",
+             "on the data's device's legacy "
              "stream");
     contains(cuda->log(), "cudaStreamWaitEvent(0x6000, ev1",
              "and the consumer waits on it");
@@ -333,7 +343,8 @@ static void reverse_edge(void)
     r.fence = fence;
     run_on_new_thread(release_elsewhere, &r);
     is_int(CAI_OK, r.status, "released on another thread: success");
-    is_int(0, occurrences(cuda->log(), "cudaStreamWaitEvent(cudaStreamPerThread"),
+    is_int(0,
+           occurrences(cuda->log(), "cudaStreamWaitEvent(cudaStreamPerThread"),
            "that thread's stream 2 is not taken for the producer's");
     is_int(0, cuda->host_waits(), "nor does the host wait");
     cai_fence_destroy(fence, NULL);
@@ -388,7 +399,8 @@ static void captures(void)
            "the consumer's stream was not pulled into the capture");
     rc = cai_fence_synchronize(fence, &err);
     is_int(CAI_EUNSUPPORTED, rc, "the host cannot wait on captured work");
-    is_int(0, cuda->end_capture(PRODUCER_STREAM), "the producer's capture "
+    is_int(0, cuda->end_capture(PRODUCER_STREAM),
+           "the producer's capture "
            "ends cleanly (nothing left unjoined)");
     cai_fence_destroy(fence, NULL);
 
@@ -400,7 +412,8 @@ static void captures(void)
     cuda->begin_capture(CONSUMER_STREAM, 9);
     rc = cai_cuda_order(&desc, CONSUMER_STREAM, &err);
     is_int(CAI_OK, rc, "both in one capture: ordered");
-    contains(cuda->log(), "cudaStreamWaitEvent(0x6000, ev1, cudaEventWaitDefault)\n",
+    contains(cuda->log(),
+             "cudaStreamWaitEvent(0x6000, ev1, cudaEventWaitDefault)\n",
              "both in one capture: a plain wait");
     is_int(DOUBLE_CAPTURING, cuda->capture_state(CONSUMER_STREAM),
            "both in one capture: still valid");

@@ -18,26 +18,26 @@ static void expect_one_lookup(const void *ptr, const char *name)
 {
     char expected[128];
 
-    snprintf(expected, sizeof expected, "cudaPeekAtLastError() = 0\n"
+    snprintf(expected, sizeof expected,
+             "cudaPeekAtLastError() = 0\n"
              "cuCtxGetCurrent() = P0\n"
-             "cudaPointerGetAttributes(%p)\n", ptr);
+             "cudaPointerGetAttributes(%p)\n",
+             ptr);
     is_string(expected, cuda->log(), "%s: one pointer lookup, nothing else",
               name);
 }
 
 /* Memory the host can reach, of the double's kind on device, locates as
  * type with device id 0 whatever the device (3 assertions). */
-static void host_accessible(char *ptr, int kind, int device,
-                            DLDeviceType type, const char *type_name,
-                            const char *name)
+static void host_accessible(char *ptr, int kind, int device, DLDeviceType type,
+                            const char *type_name, const char *name)
 {
     DLDevice located;
     cai_error_t err;
 
     cuda->reset();
     cuda->set_pointer(ptr, kind, device);
-    is_int(CAI_OK, cai_cuda_locate(ptr, &located, &err), "%s: success",
-           name);
+    is_int(CAI_OK, cai_cuda_locate(ptr, &located, &err), "%s: success", name);
     is_int(type, located.device_type, "%s: %s", name, type_name);
     is_int(0, located.device_id, "%s: device id 0", name);
 }
@@ -53,7 +53,8 @@ static void memory_kinds(void)
     rc = cai_cuda_locate(device_memory, &device, &err);
     is_int(CAI_OK, rc, "device memory: success");
     is_int(kDLCUDA, device.device_type, "device memory: kDLCUDA");
-    is_int(1, device.device_id, "device memory on device 1 while device 0 "
+    is_int(1, device.device_id,
+           "device memory on device 1 while device 0 "
            "is current: device 1");
     expect_one_lookup(device_memory, "device memory");
 
@@ -61,7 +62,8 @@ static void memory_kinds(void)
     cuda->set_current_device(3);
     cuda->set_pointer(device_memory, DOUBLE_DEVICE, 0);
     rc = cai_cuda_locate(device_memory, &device, &err);
-    is_int(0, device.device_id, "device memory on device 0 while device 3 "
+    is_int(0, device.device_id,
+           "device memory on device 0 while device 3 "
            "is current: device 0");
 
     host_accessible(pinned_memory, DOUBLE_PINNED, 2, kDLCUDAHost,
@@ -72,12 +74,14 @@ static void memory_kinds(void)
 
     cuda->reset();
     rc = cai_cuda_locate(host_memory, &device, &err);
-    is_int(CAI_EUNSUPPORTED, rc, "unregistered host memory: "
+    is_int(CAI_EUNSUPPORTED, rc,
+           "unregistered host memory: "
            "CAI_EUNSUPPORTED");
     is_string("data", err.field, "unregistered host memory: field is data");
     contains(err.message, "host memory not registered with CUDA",
              "unregistered host memory: the message says why");
-    is_int(0, device.device_type, "unregistered host memory: no device "
+    is_int(0, device.device_type,
+           "unregistered host memory: no device "
            "written");
     {
         char expected[256];
@@ -89,7 +93,8 @@ static void memory_kinds(void)
                  "cuCtxGetDevice() = 0\n"
                  "cudaDeviceGetAttribute(%d, 0) = 0\n",
                  (void *)host_memory, (int)cudaDevAttrPageableMemoryAccess);
-        is_string(expected, cuda->log(), "unregistered host memory: the "
+        is_string(expected, cuda->log(),
+                  "unregistered host memory: the "
                   "lookup, then whether devices read pageable memory");
     }
 
@@ -97,13 +102,15 @@ static void memory_kinds(void)
     cuda->set_pointer(odd_memory, 9, 0);
     rc = cai_cuda_locate(odd_memory, &device, &err);
     is_int(CAI_EUNSUPPORTED, rc, "unknown memory type: CAI_EUNSUPPORTED");
-    contains(err.message, "memory type 9", "unknown memory type: the "
+    contains(err.message, "memory type 9",
+             "unknown memory type: the "
              "message names it");
 
     cuda->reset();
     cuda->set_pointer(odd_memory, DOUBLE_DEVICE, -2);
     rc = cai_cuda_locate(odd_memory, &device, &err);
-    is_int(CAI_ECUDA, rc, "device memory on device -2: refused, not "
+    is_int(CAI_ECUDA, rc,
+           "device memory on device -2: refused, not "
            "passed on");
 }
 
@@ -121,7 +128,8 @@ static void zero_size(void)
     is_int(2, device.device_id, "NULL pointer: the current device (2)");
     is_string("cudaPeekAtLastError() = 0\n"
               "cuCtxGetCurrent() = P2\n"
-              "cuCtxGetDevice() = 2\n", cuda->log(),
+              "cuCtxGetDevice() = 2\n",
+              cuda->log(),
               "NULL pointer: the current context's device is asked, not the "
               "pointer");
 }
@@ -136,8 +144,10 @@ static void failures(void)
     cuda->fail("cudaPointerGetAttributes", cudaErrorInsufficientDriver);
     rc = cai_cuda_locate(device_memory, &device, &err);
     is_int(CAI_ENOCUDA, rc, "lookup answers no driver: CAI_ENOCUDA");
-    contains(err.message, "cudaPointerGetAttributes failed: double: no CUDA "
-             "driver (CUDA error 35)", "no driver: the message names the "
+    contains(err.message,
+             "cudaPointerGetAttributes failed: double: no CUDA "
+             "driver (CUDA error 35)",
+             "no driver: the message names the "
              "call, the runtime's text and the number");
 
     cuda->reset();

@@ -35,7 +35,8 @@ static void double_fault(void)
              "the first failure is named");
     snprintf(expected, sizeof expected,
              "restoring the caller's context failed too: "
-             "cuCtxSetCurrent (CUDA error %d)", (int)CUDA_ERROR_INVALID_CONTEXT);
+             "cuCtxSetCurrent (CUDA error %d)",
+             (int)CUDA_ERROR_INVALID_CONTEXT);
     contains(err.message, expected, "and so is the failed restore");
     contains(err.message, "its current context changed",
              "the caller is told its context changed");
@@ -70,8 +71,8 @@ static void forked_child(void)
     if (pid == 0) {
         int rc = cai_cuda_locate(&device, &device, &err);
 
-        _exit(rc == CAI_ENOCUDA && strstr(err.message, "forked") != NULL
-                  ? 0 : 1);
+        _exit(rc == CAI_ENOCUDA && strstr(err.message, "forked") != NULL ? 0
+                                                                         : 1);
     }
     if (waitpid(pid, &status, 0) != pid)
         bail("waitpid failed");
@@ -165,15 +166,18 @@ static void memory_edges(void)
     cuda->reset();
     cuda->set_pageable_access(1);
     rc = cai_cuda_locate(host, &device, &err);
-    is_int(CAI_OK, rc, "pageable memory where devices read it (HMM/ATS): "
+    is_int(CAI_OK, rc,
+           "pageable memory where devices read it (HMM/ATS): "
            "accepted");
-    is_int(kDLCUDAManaged, device.device_type, "pageable memory on HMM/ATS: "
+    is_int(kDLCUDAManaged, device.device_type,
+           "pageable memory on HMM/ATS: "
            "kDLCUDAManaged");
 
     cuda->reset();
     cuda->add_allocation(alias, sizeof alias, DOUBLE_PINNED, 1, host);
     rc = cai_cuda_locate(alias + 8, &device, &err);
-    is_int(CAI_OK, rc, "the device alias of registered host memory: "
+    is_int(CAI_OK, rc,
+           "the device alias of registered host memory: "
            "accepted");
     ok(device.device_type == kDLCUDA && device.device_id == 1,
        "the device alias is device memory of its device, not kDLCUDAHost");
@@ -181,7 +185,8 @@ static void memory_edges(void)
     cuda->reset();
     rc = cai_cuda_locate(freed, &device, &err);
     is_int(CAI_EUNSUPPORTED, rc, "unknown memory: refused");
-    contains(err.message, "already freed", "the message allows for a "
+    contains(err.message, "already freed",
+             "the message allows for a "
              "dangling device pointer");
 
     /* Zero-size arrays. */

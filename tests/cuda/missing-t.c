@@ -10,8 +10,8 @@ int main(void)
         bail("cannot set CAIBRIDGE_CUDART");
     plan_lazy();
     if (!cai_cuda_built()) {
-        check_cuda_unavailable("built without CUDA support",
-                               "CUDA not built", 0);
+        check_cuda_unavailable("built without CUDA support", "CUDA not built",
+                               0);
     } else {
         check_cuda_unavailable("CAIBRIDGE_CUDART=" MISSING
                                " could not be loaded",

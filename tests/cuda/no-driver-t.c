@@ -30,8 +30,8 @@ int main(void)
         bail("cannot unset CAIBRIDGE_CUDART");
     if (!cai_cuda_built()) {
         plan_lazy();
-        check_cuda_unavailable("built without CUDA support",
-                               "CUDA not built", 0);
+        check_cuda_unavailable("built without CUDA support", "CUDA not built",
+                               0);
         check_host_conversion("CUDA not built");
         return 0;
     }
@@ -54,10 +54,10 @@ int main(void)
              "the message names the call");
     ok(names_no_driver_code(err.message),
        "the message carries the runtime's no-driver error number");
-    check_cuda_unavailable("no usable CUDA driver or device", "no driver",
-                           1);
+    check_cuda_unavailable("no usable CUDA driver or device", "no driver", 1);
     rc = cai_cuda_locate(&device, &device, &err);
-    is_int(CAI_ENOCUDA, rc, "without a driver even a host pointer cannot "
+    is_int(CAI_ENOCUDA, rc,
+           "without a driver even a host pointer cannot "
            "be looked up: CAI_ENOCUDA, not CAI_EUNSUPPORTED");
     check_host_conversion("no driver");
 #else

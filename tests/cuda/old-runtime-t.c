@@ -12,7 +12,8 @@ int main(void)
     cuda->set_version(10020);
     plan_lazy();
     check_cuda_unavailable("is CUDA runtime 10.2; caibridge needs 11.0 or "
-                           "newer", "runtime 10.2", 0);
+                           "newer",
+                           "runtime 10.2", 0);
     /* Each call searches again (a refused runtime is not kept), and of
      * the runtime asks only its version. */
     {
@@ -21,8 +22,8 @@ int main(void)
         int only = log[0] != '\0';
 
         for (line = log; *line != '\0'; line += step)
-            if (strncmp(line, "cudaRuntimeGetVersion() = 10020\n", step)
-                != 0) {
+            if (strncmp(line, "cudaRuntimeGetVersion() = 10020\n", step) !=
+                0) {
                 only = 0;
                 break;
             }

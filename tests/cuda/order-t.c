@@ -80,7 +80,8 @@ static void refused_cases(void)
     is_string("", cuda->log(), "consumer stream 0: no CUDA call");
 
     rc = order(producer(0, kDLCUDA, 0), 0, &err);
-    is_int(CAI_EINVAL, rc, "consumer stream 0 without a producer stream: "
+    is_int(CAI_EINVAL, rc,
+           "consumer stream 0 without a producer stream: "
            "still refused");
 
     rc = order(producer(PRODUCER_STREAM, kDLCUDA, 0), -7, &err);
@@ -129,8 +130,10 @@ static void expect_event_ordering(const char *name, const char *p,
              "cudaStreamWaitEvent(%s, ev1, cudaEventWaitDefault)\n"
              "cudaEventDestroy(ev1)\n",
              context_lines(p, 1, pc), p, p, context_lines(s, 0, sc), s, s);
-    is_string(expected, cuda->log(), "%s: event recorded on %s, %s waits "
-              "on it, event destroyed", name, p, s);
+    is_string(expected, cuda->log(),
+              "%s: event recorded on %s, %s waits "
+              "on it, event destroyed",
+              name, p, s);
     is_int(0, cuda->live_events(), "%s: no event left alive", name);
     ok(strstr(cuda->log(), "cudaStreamSynchronize") == NULL,
        "%s: the host is never blocked", name);
@@ -162,8 +165,7 @@ static void event_cases(void)
         int rc = order(producer(cases[i].p, kDLCUDA, 0), cases[i].s, &err);
 
         is_int(CAI_OK, rc, "%s: success", cases[i].name);
-        expect_event_ordering(cases[i].name, cases[i].p_text,
-                              cases[i].s_text);
+        expect_event_ordering(cases[i].name, cases[i].p_text, cases[i].s_text);
     }
 }
 
@@ -187,7 +189,8 @@ static void host_accessible_cases(void)
               "cudaStreamIsCapturing(0x6000) = 0\n"
               "cudaStreamWaitEvent(0x6000, ev1, cudaEventWaitDefault)\n"
               "cudaEventDestroy(ev1)\n",
-              cuda->log(), "managed producer: event in the stream's context, "
+              cuda->log(),
+              "managed producer: event in the stream's context, "
               "no device switch");
 }
 
@@ -201,7 +204,8 @@ static void other_device_cases(void)
     cuda->reset();
     cuda->add_stream(PRODUCER_STREAM, 1);
     rc = order_before_consumer(PRODUCER_STREAM, kDLCUDA, 1, &err);
-    is_int(CAI_OK, rc, "producer stream on device 1, device 0 current: "
+    is_int(CAI_OK, rc,
+           "producer stream on device 1, device 0 current: "
            "success");
     is_string("cudaPeekAtLastError() = 0\n"
               "cuCtxGetCurrent() = P0\n"
@@ -214,18 +218,22 @@ static void other_device_cases(void)
               "cudaStreamWaitEvent(0x6000, ev1, cudaEventWaitDefault)\n"
               "cudaEventDestroy(ev1)\n"
               "cuCtxSetCurrent(P0)\n",
-              cuda->log(), "producer stream on device 1: the event is made "
+              cuda->log(),
+              "producer stream on device 1: the event is made "
               "and recorded in its context, then P0 is current again");
-    is_int(0, cuda->current_device(), "producer on device 1: device 0 "
+    is_int(0, cuda->current_device(),
+           "producer on device 1: device 0 "
            "restored");
 
     /* CuPy reports the current device's stream for data elsewhere. */
     cuda->reset();
     cuda->add_stream(PRODUCER_STREAM, 0);
     rc = order_before_consumer(PRODUCER_STREAM, kDLCUDA, 1, &err);
-    is_int(CAI_OK, rc, "data on device 1, producer stream on device 0: "
+    is_int(CAI_OK, rc,
+           "data on device 1, producer stream on device 0: "
            "success (the event is the stream's device's)");
-    contains(cuda->log(), "ev1 on P0\n", "data on device 1, stream on "
+    contains(cuda->log(), "ev1 on P0\n",
+             "data on device 1, stream on "
              "device 0: event made on device 0");
 
     cuda->reset();
@@ -245,7 +253,8 @@ static void other_device_cases(void)
               "cudaEventDestroy(ev1)\n"
               "cuCtxSetCurrent(P0)\n"
               "cuDevicePrimaryCtxRelease(1)\n",
-              cuda->log(), "legacy stream: the data's device's stream, then "
+              cuda->log(),
+              "legacy stream: the data's device's stream, then "
               "the caller's context again");
 
     cuda->reset();
@@ -253,16 +262,19 @@ static void other_device_cases(void)
     cuda->fail("cudaEventRecord", cudaErrorInvalidValue);
     rc = order_before_consumer(CAI_STREAM_LEGACY, kDLCUDA, 3, &err);
     is_int(CAI_ECUDA, rc, "failing record on device 3: CAI_ECUDA");
-    is_int(0, cuda->current_device(), "failing record on device 3: device "
+    is_int(0, cuda->current_device(),
+           "failing record on device 3: device "
            "0 restored");
     ok(cuda->current_context() != NULL, "failing record: a context is "
-       "current again");
-    is_int(0, cuda->live_events(), "failing record on device 3: event "
+                                        "current again");
+    is_int(0, cuda->live_events(),
+           "failing record on device 3: event "
            "destroyed");
 
     cuda->reset();
     rc = order_before_consumer(CAI_STREAM_LEGACY, kDLCUDA, 9, &err);
-    is_int(CAI_ECUDA, rc, "data on a device that does not exist: "
+    is_int(CAI_ECUDA, rc,
+           "data on a device that does not exist: "
            "CAI_ECUDA");
     contains(err.message, "cuDevicePrimaryCtxGetState failed",
              "no such device: the message names the call");
@@ -275,12 +287,14 @@ static void failure_cases(void)
     cai_error_t err;
     int rc;
 
-    rc = order_failing("cudaEventRecord",
-                       cudaErrorInvalidResourceHandle, &err);
+    rc =
+        order_failing("cudaEventRecord", cudaErrorInvalidResourceHandle, &err);
     is_int(CAI_ECUDA, rc, "record fails: CAI_ECUDA");
     is_string("stream", err.field, "record fails: field is stream");
-    contains(err.message, "cudaEventRecord failed: double: invalid handle "
-             "(CUDA error 400)", "record fails: the message names the call, "
+    contains(err.message,
+             "cudaEventRecord failed: double: invalid handle "
+             "(CUDA error 400)",
+             "record fails: the message names the call, "
              "the runtime's text and the number");
     is_string("cudaPeekAtLastError() = 0\n"
               "cuCtxGetCurrent() = P0\n"
@@ -291,12 +305,13 @@ static void failure_cases(void)
               "cudaEventDestroy(ev1)\n"
               "cudaGetErrorString(400)\n"
               "cudaGetLastError() = 400\n",
-              cuda->log(), "record fails: the event is still destroyed and "
+              cuda->log(),
+              "record fails: the event is still destroyed and "
               "the runtime's error is cleared, nothing waits");
     is_int(0, cuda->live_events(), "record fails: no event left alive");
 
-    rc = order_failing("cudaStreamWaitEvent",
-                       cudaErrorInvalidResourceHandle, &err);
+    rc = order_failing("cudaStreamWaitEvent", cudaErrorInvalidResourceHandle,
+                       &err);
     is_int(CAI_ECUDA, rc, "wait fails: CAI_ECUDA");
     contains(err.message, "cudaStreamWaitEvent failed",
              "wait fails: the message names the call");
@@ -307,8 +322,8 @@ static void failure_cases(void)
     contains(err.message, "cudaEventDestroy failed",
              "destroy fails: the message names the call");
 
-    rc = order_failing("cudaEventCreateWithFlags",
-                       cudaErrorInsufficientDriver, &err);
+    rc = order_failing("cudaEventCreateWithFlags", cudaErrorInsufficientDriver,
+                       &err);
     is_int(CAI_ENOCUDA, rc, "create fails with no driver: CAI_ENOCUDA");
     contains(err.message, "no usable CUDA driver",
              "create fails with no driver: the message says so");
@@ -317,8 +332,10 @@ static void failure_cases(void)
 
     rc = order_failing("*", cudaErrorNoDevice, &err);
     is_int(CAI_ENOCUDA, rc, "no device (100): CAI_ENOCUDA");
-    contains(err.message, "cuCtxGetCurrent failed: double: no CUDA device "
-             "(CUDA error 100)", "no device: the message names the first "
+    contains(err.message,
+             "cuCtxGetCurrent failed: double: no CUDA device "
+             "(CUDA error 100)",
+             "no device: the message names the first "
              "call that failed");
 }
 
@@ -350,7 +367,8 @@ static void synchronize_cases(void)
               "cuCtxGetCurrent() = P0\n"
               "cudaThreadExchangeStreamCaptureMode(2)\n"
               "cudaStreamSynchronize(0x5000)\n"
-              "cudaThreadExchangeStreamCaptureMode(0)\n", cuda->log(),
+              "cudaThreadExchangeStreamCaptureMode(0)\n",
+              cuda->log(),
               "synchronize: one call on the stream handle, in the current "
               "context");
 
@@ -360,8 +378,8 @@ static void synchronize_cases(void)
               "cuCtxGetCurrent() = P0\n"
               "cudaThreadExchangeStreamCaptureMode(2)\n"
               "cudaStreamSynchronize(cudaStreamLegacy)\n"
-              "cudaThreadExchangeStreamCaptureMode(0)\n", cuda->log(),
-              "synchronize legacy: handle 1, never NULL");
+              "cudaThreadExchangeStreamCaptureMode(0)\n",
+              cuda->log(), "synchronize legacy: handle 1, never NULL");
 
     cuda->reset();
     rc = cai_cuda_stream_synchronize(CAI_STREAM_NO_SYNC, &err);

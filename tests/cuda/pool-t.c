@@ -23,10 +23,12 @@ static void warm_hand_overs(void)
     for (i = 0; i < 5; i++)
         rc |= cai_cuda_order(&desc, CONSUMER_STREAM, &err);
     is_int(CAI_OK, rc, "warm: 5 orderings");
-    is_int(0, occurrences(cuda->log(), "cudaEventCreate") +
-                  occurrences(cuda->log(), "cudaEventDestroy"),
+    is_int(0,
+           occurrences(cuda->log(), "cudaEventCreate") +
+               occurrences(cuda->log(), "cudaEventDestroy"),
            "warm: no event made or destroyed");
-    is_int(5, occurrences(cuda->log(), "cudaEventRecord"), "warm: one record each");
+    is_int(5, occurrences(cuda->log(), "cudaEventRecord"),
+           "warm: one record each");
     is_int(5, occurrences(cuda->log(), "cudaStreamWaitEvent"),
            "warm: one wait each");
 
@@ -36,8 +38,9 @@ static void warm_hand_overs(void)
         rc |= cai_fence_destroy(fence, &err);
     }
     is_int(CAI_OK, rc, "warm: 5 fences");
-    is_int(0, occurrences(cuda->log(), "cudaEventCreate") +
-                  occurrences(cuda->log(), "cudaEventDestroy"),
+    is_int(0,
+           occurrences(cuda->log(), "cudaEventCreate") +
+               occurrences(cuda->log(), "cudaEventDestroy"),
            "warm fences: no event made or destroyed");
     ok(cuda->live_events() >= 1 && cuda->live_events() <= 8,
        "the pool keeps a few events (%d)", cuda->live_events());
@@ -53,8 +56,10 @@ static void per_context(void)
     cuda->add_stream(0x7100, 1);
     rc = cai_cuda_order(&desc, CONSUMER_STREAM, &err);
     is_int(CAI_OK, rc, "device 1: ordered");
-    contains(cuda->log(), "cudaEventCreateWithFlags(cudaEventDisableTiming) "
-             "= ev1 on P1", "device 1's event is made in its own context, "
+    contains(cuda->log(),
+             "cudaEventCreateWithFlags(cudaEventDisableTiming) "
+             "= ev1 on P1",
+             "device 1's event is made in its own context, "
              "not taken from device 0's pool");
 }
 

@@ -146,10 +146,10 @@ static void reverse_edge(intptr_t producer_stream, int release,
     cuda->gate_open_on_host_wait(gate);
     cuda->launch_copy(stream_b, out, src, N, gate);
     if (release) {
-        rc = release == 1 ? cai_fence_release(fence, stream_b, &err)
-                          : cai_fence_release_owner(fence, stream_b,
-                                                    CAI_RELEASE_BLOCK, NULL,
-                                                    NULL, &err);
+        rc = release == 1
+                 ? cai_fence_release(fence, stream_b, &err)
+                 : cai_fence_release_owner(fence, stream_b, CAI_RELEASE_BLOCK,
+                                           NULL, NULL, &err);
         is_int(CAI_OK, rc, "%s: released (%s)", what,
                rc == 0 ? "ok" : err.message);
     }
@@ -170,14 +170,17 @@ int main(void)
     plan(46);
 
     hand_over(0, 0, 7, "cai_cuda_order A -> B");
-    hand_over(0, CAI_STREAM_NO_SYNC, 0, "cai_cuda_order, consumer -1: race "
+    hand_over(0, CAI_STREAM_NO_SYNC, 0,
+              "cai_cuda_order, consumer -1: race "
               "seen");
     hand_over(1, 0, 7, "cai_fence_wait A -> B");
-    hand_over(1, CAI_STREAM_NO_SYNC, 0, "cai_fence_wait, consumer -1: race "
+    hand_over(1, CAI_STREAM_NO_SYNC, 0,
+              "cai_fence_wait, consumer -1: race "
               "seen");
     host_reader(DOUBLE_PINNED, kDLCUDAHost, 1,
                 "pinned, cai_fence_synchronize");
-    host_reader(DOUBLE_PINNED, kDLCUDAHost, 0, "pinned, no host wait: race "
+    host_reader(DOUBLE_PINNED, kDLCUDAHost, 0,
+                "pinned, no host wait: race "
                 "seen");
     host_reader(DOUBLE_MANAGED, kDLCUDAManaged, 1,
                 "managed, cai_fence_synchronize");

@@ -35,13 +35,19 @@ static void pool_setting(void)
         const char *value;
         int rc, size;
     } cases[] = {
-        {"8", 0, 8},           {"0", 0, 0},
-        {"3", 0, 3},           {"", 0, 8},
-        {"9", 0, 8},           {"4294967297", 0, 8},
+        {"8", 0, 8},
+        {"0", 0, 0},
+        {"3", 0, 3},
+        {"", 0, 8},
+        {"9", 0, 8},
+        {"4294967297", 0, 8},
         {"99999999999999999999999", 0, 8},
-        {"abc", -1, 8},        {"0x10", -1, 8},
-        {"-4294967295", -1, 8}, {"1e3", -1, 8},
-        {" 8", -1, 8},         {"+3", -1, 8},
+        {"abc", -1, 8},
+        {"0x10", -1, 8},
+        {"-4294967295", -1, 8},
+        {"1e3", -1, 8},
+        {" 8", -1, 8},
+        {"+3", -1, 8},
     };
     size_t i;
 
@@ -94,8 +100,10 @@ static void release_does_not_block(intptr_t producer_stream, const char *what)
     is_int(CAI_OK, cai_release_poll(0, &err), "%s: a poll", what);
     is_int(0, released, "%s: still kept while the kernel is held", what);
     is_int(0, cuda->host_waits(), "%s: the poll did not wait", what);
-    is_int(0, cuda->pending_error(), "%s: \"not ready\" was not left "
-           "pending", what);
+    is_int(0, cuda->pending_error(),
+           "%s: \"not ready\" was not left "
+           "pending",
+           what);
     cuda->gate_open(gate);
     cuda->drain();
     is_int(CAI_OK, cai_release_poll(0, &err), "%s: a poll after", what);
@@ -159,9 +167,10 @@ static void record_fails_on_a_pooled_event(void)
         rc |= cai_cuda_order(&desc, CONSUMER_STREAM, &err);
     }
     is_int(0, rc, "error 400: each record refused, then hand-overs work");
-    ok(cuda->live_events() <= before, "error 400 %d times: %d live events, "
-       "no more than the warm pool's %d", ROUNDS, cuda->live_events(),
-       before);
+    ok(cuda->live_events() <= before,
+       "error 400 %d times: %d live events, "
+       "no more than the warm pool's %d",
+       ROUNDS, cuda->live_events(), before);
 }
 
 /* cuCtxGetCurrent fails while a fence is destroyed, or while a release
@@ -186,8 +195,10 @@ static void context_save_fails(void)
     }
     is_int(ROUNDS * 8, failed, "a failed save: each destroy reports it");
     reset_with_streams(cuda);
-    ok(cuda->live_events() <= before, "a failed save %d times: %d live "
-       "events, no more than %d", ROUNDS * 8, cuda->live_events(), before);
+    ok(cuda->live_events() <= before,
+       "a failed save %d times: %d live "
+       "events, no more than %d",
+       ROUNDS * 8, cuda->live_events(), before);
 
     released = 0;
     for (i = 0; i < ROUNDS; i++) {
@@ -202,8 +213,10 @@ static void context_save_fails(void)
     }
     ok(released == ROUNDS && cai_release_pending_count() == 0,
        "a failed release record: the owner goes at once (%d)", released);
-    ok(cuda->live_events() <= before, "a failed release record: %d live "
-       "events, no more than %d", cuda->live_events(), before);
+    ok(cuda->live_events() <= before,
+       "a failed release record: %d live "
+       "events, no more than %d",
+       cuda->live_events(), before);
 }
 
 /* The switch to the fence's context fails (no context current): the event
@@ -224,8 +237,10 @@ static void context_switch_fails(void)
         (void)cai_fence_destroy(fence, &err);
     }
     reset_with_streams(cuda);
-    ok(cuda->live_events() <= before, "a failed switch %d times: %d live "
-       "events, no more than %d", ROUNDS * 8, cuda->live_events(), before);
+    ok(cuda->live_events() <= before,
+       "a failed switch %d times: %d live "
+       "events, no more than %d",
+       ROUNDS * 8, cuda->live_events(), before);
 }
 
 /* "The thread that recorded the fence" for stream 2: a thread that exited
@@ -269,16 +284,16 @@ static void thread_identity(void)
     is_int(CAI_OK, first.status, "thread identity: fence on stream 2");
     second = first;
     run_on_new_thread(release_2, &second);
-    is_int(CAI_OK, second.status, "thread identity: released on a new "
+    is_int(CAI_OK, second.status,
+           "thread identity: released on a new "
            "thread");
     if (!pthread_equal(first.self, second.self))
         diag("this run did not reuse the pthread_t");
-    is_int(0, occurrences(cuda->log(),
-                          "cudaStreamWaitEvent(cudaStreamPerThread"),
+    is_int(0,
+           occurrences(cuda->log(), "cudaStreamWaitEvent(cudaStreamPerThread"),
            "thread identity: a new thread's stream 2 is never taken for "
            "the producer's%s",
-           pthread_equal(first.self, second.self) ? " (same pthread_t)"
-                                                  : "");
+           pthread_equal(first.self, second.self) ? " (same pthread_t)" : "");
     cai_fence_destroy(first.fence, NULL);
 }
 
@@ -344,12 +359,13 @@ static void after_the_end(cai_fence_t *fence, intptr_t p, intptr_t c,
     is_int(CAI_OK, rc, "%s: hand-overs afterwards (%s)", how,
            rc == 0 ? "ok" : err.message);
     rc = cai_fence_wait(fence, c, &err);
-    is_int(CAI_OK, rc, "%s: a wait on a fence of the ended context (%s)",
-           how, rc == 0 ? "ok" : err.message);
+    is_int(CAI_OK, rc, "%s: a wait on a fence of the ended context (%s)", how,
+           rc == 0 ? "ok" : err.message);
     cai_fence_destroy(fence, NULL);
-    is_int(0, cuda->violations(), "%s: no event of the ended context is "
-           "used, recorded, waited on or destroyed %s", how,
-           cuda->violation_log());
+    is_int(0, cuda->violations(),
+           "%s: no event of the ended context is "
+           "used, recorded, waited on or destroyed %s",
+           how, cuda->violation_log());
 }
 
 /* 3 assertions each. */
@@ -408,7 +424,8 @@ static void unpooled_fence_after_reset(void)
     cuda->end_capture(0x9000);
     device_reset();
     cai_fence_destroy(fence, NULL);
-    ok(rc == 0 && cuda->violations() == 0, "a captured fence after a reset: "
+    ok(rc == 0 && cuda->violations() == 0,
+       "a captured fence after a reset: "
        "destroyed without touching its dead event %s",
        cuda->violation_log());
 }
@@ -551,8 +568,7 @@ static void pool_not_kept_after_fork(void)
 
         reset_with_streams(cuda);
         (void)cai_cuda_order(&desc, CONSUMER_STREAM, &err);
-        _exit(strstr(cuda->log(), "cudaEventCreateWithFlags") != NULL ? 0
-                                                                      : 1);
+        _exit(strstr(cuda->log(), "cudaEventCreateWithFlags") != NULL ? 0 : 1);
     }
     if (pid > 0)
         waitpid(pid, &status, 0);
@@ -580,8 +596,8 @@ static void host_waits_keep_captures(void)
     is_int(CAI_OK, rc, "capture elsewhere: host and device waits (%s)",
            rc == 0 ? "ok" : err.message);
     if (rc == 0)
-        rc = cai_fence_release_owner(fence, CONSUMER_STREAM,
-                                     CAI_RELEASE_BLOCK, NULL, NULL, &err);
+        rc = cai_fence_release_owner(fence, CONSUMER_STREAM, CAI_RELEASE_BLOCK,
+                                     NULL, NULL, &err);
     is_int(CAI_OK, rc, "capture elsewhere: a blocking release");
     ok(occurrences(cuda->log(), "cudaEventSynchronize") == 2 &&
            occurrences(cuda->log(), "cudaDeviceSynchronize") == 1,
@@ -601,7 +617,8 @@ int main(void)
     /* The pool on, as users have it. */
     setenv("CAIBRIDGE_EVENT_POOL", "8", 1);
     cuda = use_double();
-    plan(13 + 2 * 14 + 4 + 2 + 4 + 1 + 3 + 3 * 3 + 1 + 2 + 2 + 1 + 5 + 1 + 1 + 2);
+    plan(13 + 2 * 14 + 4 + 2 + 4 + 1 + 3 + 3 * 3 + 1 + 2 + 2 + 1 + 5 + 1 + 1 +
+         2);
     bind_enders();
     pool_setting();
     release_does_not_block(0, "producer on a handle");

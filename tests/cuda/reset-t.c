@@ -37,8 +37,11 @@ static void *entry(void *lib, const char *name)
     return symbol;
 }
 
-#define BIND(var, name) do { void *s_ = entry(lib, name); \
-        memcpy(&var, &s_, sizeof s_); } while (0)
+#define BIND(var, name)               \
+    do {                              \
+        void *s_ = entry(lib, name);  \
+        memcpy(&var, &s_, sizeof s_); \
+    } while (0)
 
 static void bind_entry_points(void)
 {

@@ -24,7 +24,7 @@ static void copy_file(const char *from, const char *to)
 }
 
 /* The message of a runtime version call that must fail. */
-static char err_of_last[sizeof ((cai_error_t *)0)->message];
+static char err_of_last[sizeof((cai_error_t *)0)->message];
 
 static void refused(const char *needle, const char *what)
 {
@@ -61,7 +61,8 @@ int main(void)
     if (setenv("CAIBRIDGE_CUDART", "libcudart-double.so", 1) != 0)
         bail("cannot set CAIBRIDGE_CUDART");
     refused("CAIBRIDGE_CUDART=libcudart-double.so is not used: it must be "
-            "an absolute path", "relative path");
+            "an absolute path",
+            "relative path");
 
     snprintf(dir, sizeof dir, "/tmp/caibridge-search-XXXXXX");
     if (mkdtemp(dir) == NULL)
@@ -106,7 +107,8 @@ int main(void)
         if (chown(sub, 65534, 65534) != 0)
             bail("cannot chown %s: %s", sub, strerror(errno));
         snprintf(needle, sizeof needle,
-                 "its folder %s is owned by uid 65534, neither this user", sub);
+                 "its folder %s is owned by uid 65534, neither this user",
+                 sub);
         refused(needle, "folder owned by another user");
         ok(strstr(err_of_last, "written") == NULL,
            "folder owned by another user: not called writable");
@@ -126,8 +128,8 @@ int main(void)
     if (setenv("CAIBRIDGE_CUDART", file, 1) != 0)
         bail("cannot set CAIBRIDGE_CUDART");
     chmod(dir, 01777);
-    is_int(CAI_OK, cai_cuda_runtime_info(path, sizeof path, &how, &version,
-                                         &err),
+    is_int(CAI_OK,
+           cai_cuda_runtime_info(path, sizeof path, &how, &version, &err),
            "a sticky folder (as /tmp): loaded, the search tried again");
     is_string(file, path, "the path loaded is reported");
     is_string("CAIBRIDGE_CUDART", how, "how it was found is reported");

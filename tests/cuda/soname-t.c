@@ -91,11 +91,13 @@ int main(int argc, char **argv)
     plan_lazy();
 
     run(13000, out, sizeof out);
-    contains(out, "version=13000 status=0", "driver 13.0: libcudart.so.13 "
+    contains(out, "version=13000 status=0",
+             "driver 13.0: libcudart.so.13 "
              "is used");
 
     run(12040, out, sizeof out);
-    contains(out, "version=12000 status=0", "driver 12.4: libcudart.so.13 "
+    contains(out, "version=12000 status=0",
+             "driver 12.4: libcudart.so.13 "
              "is passed over for libcudart.so.12");
     contains(out, "locate status=0", "driver 12.4: CUDA works through it");
 
@@ -105,7 +107,8 @@ int main(int argc, char **argv)
              "driver 11.8: the message names the driver and the runtime");
 
     run(0, out, sizeof out);
-    contains(out, "version=13000 status=0", "no driver: the newest runtime "
+    contains(out, "version=13000 status=0",
+             "no driver: the newest runtime "
              "is kept (its version needs no driver)");
 
     snprintf(path, sizeof path, "%s/libcudart.so.13", dir);

@@ -125,8 +125,7 @@ static void events_stay_in_their_context(void)
     start();
     s1 = cuda->stream_create(1);
     event_create(&ev, cudaEventDisableTiming);
-    is_int(cudaErrorInvalidResourceHandle,
-           event_record(ev, (cudaStream_t)s1),
+    is_int(cudaErrorInvalidResourceHandle, event_record(ev, (cudaStream_t)s1),
            "an event of device 0 does not record on device 1's stream");
     cuda->set_current_device(1);
     is_int(cudaErrorInvalidResourceHandle, event_record(ev, NULL),

@@ -22,12 +22,16 @@
 /* A wait that takes this long is a deadlock or a missing gate_open. */
 #define STUCK_SECONDS 10
 
-enum { OP_KERNEL, OP_MARK, OP_WAIT };
+enum {
+    OP_KERNEL,
+    OP_MARK,
+    OP_WAIT
+};
 
 struct op {
     int kind;
     struct work work; /* OP_KERNEL */
-    int wait_queue; /* OP_WAIT: until that queue has done wait_position */
+    int wait_queue;   /* OP_WAIT: until that queue has done wait_position */
     long wait_position;
     struct op *next;
 };
@@ -52,7 +56,7 @@ static struct {
     int open, on_host_wait;
 } gates[MAX_GATES];
 static int gate_count;
-static int busy;    /* kernels queued or running */
+static int busy;     /* kernels queued or running */
 static int stopping; /* the library is unloading: workers end */
 static long next_handle = 0x10000;
 static char violation_text[8192];
@@ -111,9 +115,8 @@ static int covers(int q, long position, int target, long target_position,
         return 0;
     for (op = queues[q].head, i = queues[q].done + 1;
          op != NULL && i <= position; op = op->next, i++)
-        if (op->kind == OP_WAIT &&
-            covers(op->wait_queue, op->wait_position, target,
-                   target_position, depth + 1))
+        if (op->kind == OP_WAIT && covers(op->wait_queue, op->wait_position,
+                                          target, target_position, depth + 1))
             return 1;
     return 0;
 }
@@ -373,7 +376,8 @@ static void drain_locked(void)
             if (reported)
                 break;
             violation("drain: work still queued after %d s (a gate never "
-                      "opened?)", STUCK_SECONDS);
+                      "opened?)",
+                      STUCK_SECONDS);
             reported = 1;
             for (i = 0; i < gate_count; i++)
                 gates[i].open = 1;
@@ -633,7 +637,9 @@ CUresult CUDAAPI cuCtxGetId(CUcontext ctx, unsigned long long *id)
         snprintf(result, sizeof result, "%llu", c->id);
     }
     snprintf(call, sizeof call, "cuCtxGetId(%s)",
-             ctx == NULL ? "NULL" : c != NULL ? context_text(c, cx) : "?");
+             ctx == NULL ? "NULL"
+             : c != NULL ? context_text(c, cx)
+                         : "?");
     return (CUresult)leave(rc, call, result[0] != '\0' ? result : NULL);
 }
 
@@ -651,8 +657,7 @@ cudaError_t CUDARTAPI cudaStreamGetCaptureInfo(
 
     (void)graph, (void)dependencies, (void)edges, (void)count;
     if (rc == cudaSuccess) {
-        *status = s == NULL || s->capture == 0
-                      ? cudaStreamCaptureStatusNone
+        *status = s == NULL || s->capture == 0 ? cudaStreamCaptureStatusNone
                   : s->invalidated ? cudaStreamCaptureStatusInvalidated
                                    : cudaStreamCaptureStatusActive;
         if (id != NULL)
@@ -847,6 +852,7 @@ void host_read(const void *ptr, size_t size)
         busy > 0)
         violation("the host read managed memory %p while %d kernel(s) ran "
                   "or were queued on a device without concurrent managed "
-                  "access", ptr, busy);
+                  "access",
+                  ptr, busy);
     pthread_mutex_unlock(&lock);
 }

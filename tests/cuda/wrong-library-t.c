@@ -19,7 +19,8 @@ int main(void)
         bail("cannot find the path of libc");
     if (setenv("CAIBRIDGE_CUDART", libc.dli_fname, 1) != 0)
         bail("cannot set CAIBRIDGE_CUDART");
-    snprintf(expected, sizeof expected, "CAIBRIDGE_CUDART=%s is not a "
+    snprintf(expected, sizeof expected,
+             "CAIBRIDGE_CUDART=%s is not a "
              "usable CUDA runtime: it has no cudaPointerGetAttributes",
              libc.dli_fname);
     if (!cai_cuda_built())

@@ -19,8 +19,8 @@
 #define CHECK(cond, ...)                                                     \
     do {                                                                     \
         if (!(cond)) {                                                       \
-            fprintf(stderr, "fuzz-convert: %s:%d: %s: ", __FILE__,           \
-                    __LINE__, #cond);                                        \
+            fprintf(stderr, "fuzz-convert: %s:%d: %s: ", __FILE__, __LINE__, \
+                    #cond);                                                  \
             fprintf(stderr, __VA_ARGS__);                                    \
             fputc('\n', stderr);                                             \
             abort();                                                         \
@@ -64,10 +64,14 @@ static int64_t take_int(reader *r, int64_t scale)
     int64_t x = b & 0x3f;
 
     switch (b >> 6) {
-    case 0: return x;
-    case 1: return x * scale;
-    case 2: return -x * scale;
-    default: return (int64_t)take_u64(r);
+    case 0:
+        return x;
+    case 1:
+        return x * scale;
+    case 2:
+        return -x * scale;
+    default:
+        return (int64_t)take_u64(r);
     }
 }
 
@@ -87,8 +91,8 @@ static void check_error(int rc, const cai_error_t *err, const char *what)
           rc);
     CHECK(err->status == rc, "%s: err.status %d but returned %d", what,
           err->status, rc);
-    CHECK(err->message[0] != '\0', "%s: status %d with an empty message",
-          what, rc);
+    CHECK(err->message[0] != '\0', "%s: status %d with an empty message", what,
+          rc);
     CHECK(memchr(err->message, '\0', sizeof err->message) != NULL &&
               memchr(err->field, '\0', sizeof err->field) != NULL,
           "%s: message or field not terminated", what);
@@ -149,17 +153,14 @@ static void check_same_desc(const cai_desc_t *a, const cai_desc_t *b,
     int64_t itemsize = cai_dtype_itemsize(a->dtype);
     int contiguous, i;
 
-    CHECK(b->data == a->data, "%s: data %p became %p", what, a->data,
-          b->data);
-    CHECK(b->ndim == a->ndim, "%s: ndim %d became %d", what, a->ndim,
-          b->ndim);
+    CHECK(b->data == a->data, "%s: data %p became %p", what, a->data, b->data);
+    CHECK(b->ndim == a->ndim, "%s: ndim %d became %d", what, a->ndim, b->ndim);
     CHECK(same_dtype(a->dtype, b->dtype), "%s: dtype changed", what);
     CHECK(b->device.device_type == a->device.device_type &&
               b->device.device_id == a->device.device_id,
           "%s: device changed", what);
     CHECK(b->version == 3, "%s: version %d, expected 3", what, b->version);
-    CHECK(!b->has_mask && !b->has_stream, "%s: mask or stream appeared",
-          what);
+    CHECK(!b->has_mask && !b->has_stream, "%s: mask or stream appeared", what);
     CHECK(b->readonly == (readonly_kept ? a->readonly : 0),
           "%s: readonly %d became %d", what, a->readonly, b->readonly);
     for (i = 0; i < a->ndim; i++)
@@ -208,8 +209,8 @@ static void check_tensor_matches(const cai_desc_t *d, const DLTensor *t,
         if (d->shape[i] > 1)
             CHECK(t->strides[i] * itemsize == want,
                   "%s: element stride %lld on axis %d does not give %lld "
-                  "bytes", what, (long long)t->strides[i], i,
-                  (long long)want);
+                  "bytes",
+                  what, (long long)t->strides[i], i, (long long)want);
         if (!d->has_strides && d->shape[i] > 1)
             step *= d->shape[i];
     }
@@ -229,7 +230,8 @@ static int has_typestr(DLDataType dtype)
 static void check_no_typestr(int rc, const cai_error_t *err)
 {
     check_error(rc, err, "reading a type with no typestr");
-    CHECK(strcmp(err->field, "dtype") == 0 || strcmp(err->field, "typestr") == 0,
+    CHECK(strcmp(err->field, "dtype") == 0 ||
+              strcmp(err->field, "typestr") == 0,
           "a type with no typestr refused for field '%s': %s", err->field,
           err->message);
 }
@@ -272,8 +274,11 @@ static void decode_desc(reader *r, cai_desc_t *d, unsigned *options,
                (f2 & 1 ? CAI_OPT_IS_COPIED : 0);
     *release_null = (f2 >> 1) & 1;
     switch ((f2 >> 2) & 3) {
-    case 0: break; /* device not known */
-    case 1: d->device.device_type = kDLCPU; break;
+    case 0:
+        break; /* device not known */
+    case 1:
+        d->device.device_type = kDLCPU;
+        break;
     case 2:
         d->device.device_type = kDLCUDA;
         d->device.device_id = take_byte(r);
@@ -401,8 +406,7 @@ static void check_extent(const cai_desc_t *d)
 /* A refused export: a proper error, *out left NULL, and the owner released
  * once when there is a release to call. */
 static void check_refused(int rc, const cai_error_t *err, const void *out,
-                          const owner_t *owner, int released,
-                          const char *what)
+                          const owner_t *owner, int released, const char *what)
 {
     check_error(rc, err, what);
     CHECK(out == NULL, "%s: refused conversion left *out set", what);
@@ -459,8 +463,10 @@ static void fuzz_desc(reader *r)
             CHECK(d.device.device_type == 0 || rc_valid == rc,
                   "validate said %d, the conversion %d", rc_valid, rc);
         } else {
-            CHECK(rc_valid == 0, "converted a descriptor validate refused: "
-                  "%s", verr.message);
+            CHECK(rc_valid == 0,
+                  "converted a descriptor validate refused: "
+                  "%s",
+                  verr.message);
             CHECK(d.device.device_type != 0, "converted an unknown device");
             CHECK(t != NULL && owner.releases == 0,
                   "success but out %p, %d releases", (void *)t,
@@ -470,10 +476,11 @@ static void fuzz_desc(reader *r)
                   "version %u.%u", t->version.major, t->version.minor);
             CHECK(t->manager_ctx == &owner && t->deleter != NULL,
                   "manager_ctx or deleter wrong");
-            CHECK(t->flags == ((d.readonly ? DLPACK_FLAG_BITMASK_READ_ONLY
-                                           : 0) |
-                               (options & CAI_OPT_IS_COPIED
-                                    ? DLPACK_FLAG_BITMASK_IS_COPIED : 0)),
+            CHECK(t->flags ==
+                      ((d.readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : 0) |
+                       (options & CAI_OPT_IS_COPIED
+                            ? DLPACK_FLAG_BITMASK_IS_COPIED
+                            : 0)),
                   "flags %llx", (unsigned long long)t->flags);
             check_tensor_matches(&d, &t->dl_tensor, "versioned export");
             rc = cai_desc_from_dlpack_versioned(t, &back, &err);
@@ -541,9 +548,12 @@ static void fuzz_tensor(reader *r, uint8_t mode)
     t->dtype.code = take_byte(r);
     t->dtype.bits = take_byte(r);
     b = take_byte(r);
-    t->dtype.lanes = b < 0xf0 ? 1 : b == 0xff ? (uint16_t)take_u64(r) : b - 0xf0;
+    t->dtype.lanes = b < 0xf0    ? 1
+                     : b == 0xff ? (uint16_t)take_u64(r)
+                                 : b - 0xf0;
     b = take_byte(r);
-    t->device.device_type = (DLDeviceType)(b < 0xf0 ? b % 20 : (int32_t)take_u64(r));
+    t->device.device_type =
+        (DLDeviceType)(b < 0xf0 ? b % 20 : (int32_t)take_u64(r));
     t->device.device_id = (int8_t)take_byte(r);
     t->ndim = (int8_t)take_byte(r);
     if (!(mode & 4))
@@ -559,8 +569,8 @@ static void fuzz_tensor(reader *r, uint8_t mode)
         free(t->shape);
         free(t->strides);
         rc = cai_desc_from_dlpack_versioned(&v, &d, &err);
-        CHECK(rc == CAI_EVERSION, "major version %u gave %d",
-              v.version.major, rc);
+        CHECK(rc == CAI_EVERSION, "major version %u gave %d", v.version.major,
+              rc);
         check_error(rc, &err, "cai_desc_from_dlpack_versioned");
         return;
     }
@@ -620,8 +630,8 @@ static void fuzz_tensor(reader *r, uint8_t mode)
         DLManagedTensorVersioned *again;
         owner_t owner = {0};
 
-        rc = cai_desc_to_dlpack_versioned(&d, 0, &owner, count_release,
-                                          &again, &err);
+        rc = cai_desc_to_dlpack_versioned(&d, 0, &owner, count_release, &again,
+                                          &err);
         CHECK(rc == 0, "a tensor we read does not export: %s", err.message);
         check_tensor_matches(&d, &again->dl_tensor, "re-export");
         if (strides != NULL && count_elements(d.ndim, d.shape) > 0)

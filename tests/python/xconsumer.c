@@ -107,7 +107,7 @@ static PyObject *values(PyObject *self, PyObject *address)
     return values_of(&t->dl_tensor);
 }
 
-static PyObject *delete(PyObject *self, PyObject *address)
+static PyObject *delete (PyObject *self, PyObject *address)
 {
     DLManagedTensorVersioned *t = PyLong_AsVoidPtr(address);
 
@@ -169,9 +169,15 @@ static PyModuleDef_Slot slots[] = {
 #endif
     {0, NULL}};
 
-static struct PyModuleDef def = {
-    PyModuleDef_HEAD_INIT, "xconsumer", NULL, 0, methods, slots,
-    NULL, NULL, NULL};
+static struct PyModuleDef def = {PyModuleDef_HEAD_INIT,
+                                 "xconsumer",
+                                 NULL,
+                                 0,
+                                 methods,
+                                 slots,
+                                 NULL,
+                                 NULL,
+                                 NULL};
 
 PyMODINIT_FUNC PyInit_xconsumer(void);
 PyMODINIT_FUNC PyInit_xconsumer(void)

@@ -65,8 +65,7 @@ static void exporter_dealloc(PyObject *self)
 static PyBufferProcs exporter_buffer = {exporter_getbuffer, NULL};
 
 static PyTypeObject ExporterType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "xexporter.Exporter",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "xexporter.Exporter",
     .tp_basicsize = sizeof(Exporter),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Exporter(memory: bytearray, format: str, itemsize: int)",
@@ -76,9 +75,15 @@ static PyTypeObject ExporterType = {
     .tp_as_buffer = &exporter_buffer,
 };
 
-static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "xexporter", NULL, -1, NULL, NULL, NULL, NULL,
-    NULL};
+static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT,
+                                        "xexporter",
+                                        NULL,
+                                        -1,
+                                        NULL,
+                                        NULL,
+                                        NULL,
+                                        NULL,
+                                        NULL};
 
 PyMODINIT_FUNC PyInit_xexporter(void);
 PyMODINIT_FUNC PyInit_xexporter(void)

@@ -54,7 +54,8 @@ void skip_all(const char *reason, ...)
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 0)))
 #endif
-static int report(int success, const char *fmt, va_list ap)
+static int
+report(int success, const char *fmt, va_list ap)
 {
     tap_run++;
     if (!success)
@@ -66,13 +67,13 @@ static int report(int success, const char *fmt, va_list ap)
 }
 
 /* Reports success, described by the caller's fmt and its arguments. */
-#define REPORT(success, fmt)                                                 \
-    do {                                                                     \
-        va_list ap_;                                                         \
-                                                                             \
-        va_start(ap_, fmt);                                                  \
-        report(success, fmt, ap_);                                           \
-        va_end(ap_);                                                         \
+#define REPORT(success, fmt)       \
+    do {                           \
+        va_list ap_;               \
+                                   \
+        va_start(ap_, fmt);        \
+        report(success, fmt, ap_); \
+        va_end(ap_);               \
     } while (0)
 
 /* After a failed string check: the two strings, labels aligned, NULL shown
@@ -83,8 +84,8 @@ static void show_strings(const char *label1, const char *s1,
     int width = (int)(strlen(label1) > strlen(label2) ? strlen(label1)
                                                       : strlen(label2));
 
-    printf("#   %*s: '%s'\n#   %*s: '%s'\n", width, label1,
-           s1 ? s1 : "(null)", width, label2, s2 ? s2 : "(null)");
+    printf("#   %*s: '%s'\n#   %*s: '%s'\n", width, label1, s1 ? s1 : "(null)",
+           width, label2, s2 ? s2 : "(null)");
 }
 
 int ok(int success, const char *fmt, ...)
