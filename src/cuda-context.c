@@ -158,8 +158,7 @@ int cai_enter_stream_context(struct op *op, intptr_t stream, DLDevice device,
             return -1;
         if (device.device_type != kDLCUDA)
             return 0;
-        if (cai_op_failed(op, "cuCtxGetDevice",
-                          cai_drv.ctx_get_device(&current)))
+        if (cai_context_device(op, &current) != 0)
             return -1;
         if ((int)current == device.device_id)
             return 0;

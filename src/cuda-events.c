@@ -61,14 +61,73 @@ static int pooling(void)
     return limit > 0 && !cai_forked_after_load && cai_drv.ctx_get_id != NULL;
 }
 
+/* The id of context (not NULL), once per operation: the driver's status,
+ * nothing recorded in op. */
+int cai_context_id_try(struct op *op, CUcontext context,
+                       unsigned long long *id)
+{
+    CUresult rc;
+
+    if (op->id != 0 && op->id_context == context) {
+        *id = op->id;
+        return CUDA_SUCCESS;
+    }
+    *id = 0;
+    rc = cai_drv.ctx_get_id(context, id);
+    if (rc == CUDA_SUCCESS && *id != 0) {
+        op->id_context = context;
+        op->id = *id;
+    }
+    return rc;
+}
+
 int cai_context_id(struct op *op, CUcontext context, unsigned long long *id)
 {
     *id = 0;
     if (context == NULL || !pooling())
         return 0;
-    return cai_op_failed(op, "cuCtxGetId", cai_drv.ctx_get_id(context, id))
+    return cai_op_failed(op, "cuCtxGetId", cai_context_id_try(op, context, id))
                ? -1
                : 0;
+}
+
+/* The device of a context, by its id: ids are never reused and a context
+ * never changes device, so an entry never goes stale. */
+#define DEVICE_IDS 16
+static struct {
+    unsigned long long id; /* 0: free */
+    CUdevice device;
+} device_of[DEVICE_IDS];
+static unsigned device_next;
+
+/* The device of the current context (op->now, not NULL). */
+int cai_context_device(struct op *op, CUdevice *device)
+{
+    unsigned long long id = 0;
+    int i, found = 0;
+
+    if (pooling() && cai_context_id_try(op, op->now, &id) == CUDA_SUCCESS &&
+        id != 0) {
+        pthread_mutex_lock(&pool_lock);
+        for (i = 0; i < DEVICE_IDS && !found; i++)
+            if (device_of[i].id == id) {
+                *device = device_of[i].device;
+                found = 1;
+            }
+        pthread_mutex_unlock(&pool_lock);
+        if (found)
+            return 0;
+    }
+    if (cai_op_failed(op, "cuCtxGetDevice", cai_drv.ctx_get_device(device)))
+        return -1;
+    if (id != 0) {
+        pthread_mutex_lock(&pool_lock);
+        i = (int)(device_next++ % DEVICE_IDS);
+        device_of[i].id = id;
+        device_of[i].device = *device;
+        pthread_mutex_unlock(&pool_lock);
+    }
+    return 0;
 }
 
 /* Whether the pool's context still is the one its events were made in. */

@@ -160,14 +160,14 @@ static int record_in(struct op *op, intptr_t stream, DLDevice device,
 /* Whether the fence's context is still the one its event was made in: a
  * context destroyed or reset since took its events with it, and their
  * handles may be another library's by now.  Unknown ids count as alive. */
-static int fence_context_alive(const cai_fence_t *fence)
+static int fence_context_alive(struct op *op, const cai_fence_t *fence)
 {
     unsigned long long id = 0;
 
     if (fence->context_id == 0)
         return 1;
     /* A driver call: it leaves no runtime error behind. */
-    return cai_drv.ctx_get_id(fence->context, &id) == CUDA_SUCCESS &&
+    return cai_context_id_try(op, fence->context, &id) == CUDA_SUCCESS &&
            id == fence->context_id;
 }
 
@@ -186,7 +186,7 @@ static int wait_in(struct op *op, const cai_fence_t *fence, intptr_t stream,
     if (fence->event == NULL)
         return 0;
     /* Its context is gone, and its work with it: nothing to wait for. */
-    if (!fence_context_alive(fence))
+    if (!fence_context_alive(op, fence))
         return 0;
     if (cai_enter_stream_context(op, stream, fence->device, known, 0, &none) !=
         0)
@@ -257,7 +257,7 @@ static void destroy_in(struct op *op, struct cai_fence *fence)
         fence->event = NULL;
         return;
     }
-    if (!fence_context_alive(fence)) {
+    if (!fence_context_alive(op, fence)) {
         cai_event_forget(fence->context_id);
         fence->event = NULL;
         return;
@@ -593,7 +593,7 @@ static struct pending *take_done(struct op *op, int wait)
         return NULL;
     pthread_mutex_lock(&pending_lock);
     for (at = &pending_head; (p = *at) != NULL;) {
-        if (!p->fresh && !fence_context_alive(&p->back)) {
+        if (!p->fresh && !fence_context_alive(op, &p->back)) {
             rc = cudaSuccess; /* its work went with its context */
         } else {
             cai_enter_fence_context(op, &p->back);

@@ -126,6 +126,9 @@ struct op {
     CUdevice retained_device;
     /* Without a driver (so without contexts to put back): the device. */
     int device_before, device_switched;
+    /* The id of one context, asked once per operation (cuda-events.c). */
+    CUcontext id_context;
+    unsigned long long id;
 };
 
 /* cuda-errors.c */
@@ -172,6 +175,9 @@ int cai_event_take(struct op *op, const struct cai_fence *fence,
 int cai_event_give(const struct cai_fence *fence);
 void cai_event_forget(unsigned long long context_id);
 int cai_context_id(struct op *op, CUcontext context, unsigned long long *id);
+int cai_context_id_try(struct op *op, CUcontext context,
+                       unsigned long long *id);
+int cai_context_device(struct op *op, CUdevice *device);
 
 #else /* !HAVE_CUDA */
 

@@ -11,9 +11,9 @@ import pytest
 
 # The ceilings this code meets (runtime + driver calls per round trip).
 CEILINGS = {
-    "cross-stream, consumer stream 1": 23,
+    "cross-stream, consumer stream 1": 21,
     "cross-stream, consumer stream handle": 14,
-    "producer on 1, consumer stream handle": 14,
+    "producer on 1, consumer stream handle": 13,
     "same stream": 9,
     "CAI producer with no stream, device looked up": 3,
     "__array_interface__ producer": 0,
@@ -97,3 +97,53 @@ def test_no_blocking_call(counts, label):
     _, names = counts[label]
     blocking = {k: v for k, v in names.items() if "Synchronize" in k}
     assert blocking == {}, (label, blocking)
+
+
+SWITCHES = r'''
+import json
+from test_stream_order import Double, DeviceArray, double_path, caibridge
+from test_streams import release_capsule
+ON_1, STREAM_ON_1 = 0x7E0000001000, 0x7000
+d = Double(double_path())
+d.reset()
+d.pointer(ON_1, 2, 1)
+d.add_stream(STREAM_ON_1, 1)
+logs = []
+for device in (1, 0, 1, 0, 0, 1):
+    d.current_device(device)
+    start = len(d.log())
+    view = caibridge.as_dlpack(DeviceArray(ON_1, stream=STREAM_ON_1))
+    capsule = view.__dlpack__(stream=1, max_version=(1, 3))
+    del view
+    release_capsule(capsule)
+    logs.append([device, d.log()[start:]])
+print(json.dumps(logs))
+'''
+
+
+def test_stream_1_of_the_datas_device_across_device_switches():
+    """Warm round trips on stream 1 for data on device 1 while the caller
+    switches between devices 0 and 1: each wait and record on stream 1 is
+    made in device 1's context, whatever was kept from the calls before."""
+    import json
+    here = pathlib.Path(__file__).resolve().parent
+    env = dict(os.environ, CAIBRIDGE_EVENT_POOL="8")
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(here)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+                       if p])
+    out = subprocess.run([sys.executable, "-c", SWITCHES], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    for device, log in json.loads(out.stdout):
+        current, on_stream_1 = None, []
+        for line in log:
+            if line.startswith("cuCtxGetCurrent() = "):
+                current = line.split(" = ")[1]
+            elif line.startswith("cuCtxSetCurrent("):
+                current = line[len("cuCtxSetCurrent("):].split(")")[0]
+            elif "cudaStreamLegacy" in line and (
+                    line.startswith("cudaEventRecord(") or
+                    line.startswith("cudaStreamWaitEvent(")):
+                on_stream_1.append(current)
+        assert on_stream_1 != [], (device, log)
+        assert set(on_stream_1) == {"P1"}, (device, on_stream_1, log)

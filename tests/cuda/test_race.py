@@ -513,6 +513,40 @@ def test_release_on_stream_1_of_another_context(tl, ordered):
                            lambda: tl.c.set_current_context(ctx))
 
 
+@pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "race"])
+def test_release_on_stream_1_after_device_switches(tl, ordered):
+    """Warm hand-overs on both devices first (each context's device is then
+    known by its id), then a consumer on device 1's stream 1 releases while
+    device 0 is current: the producer stays until that read is done."""
+    src, out = tl.buffer(value=NEW, device=1), tl.buffer(device=1)
+    for device in (1, 0, 1, 0):
+        tl.c.set_current_device(device)
+        warm = tl.buffer(value=NEW, device=device)
+        released_as_capsule(CAIArray(warm, LEGACY), ordered)()
+    tl.drain()
+    tl.c.set_current_device(1)
+    producer = CAIArray(src, LEGACY)
+    alive = weakref.ref(producer)
+    release_it = released_as_capsule(producer, ordered)
+    del producer
+    gate = tl.gate()
+    tl.copy(LEGACY, out, src, gate)                 # the consumer's read
+    tl.c.set_current_device(0)
+    release_it()                                    # released on device 0
+    gc.collect()
+    if ordered:
+        assert alive() is not None, "the producer went before the read"
+    else:
+        assert alive() is None, "the race was not seen without the edge"
+    tl.open(gate)
+    tl.drain()
+    assert caibridge._core._release_poll() == 0
+    gc.collect()
+    assert alive() is None, "the producer outlived the read"
+    assert (out == NEW).all()
+    assert tl.violations() == ""
+
+
 @pytest.mark.parametrize("kind", [PINNED, MANAGED], ids=["pinned", "managed"])
 @pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "race"])
 def test_numpy_reads_a_caiview_by_its_array_interface(tl, kind, ordered):
