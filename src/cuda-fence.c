@@ -113,9 +113,10 @@ static int driver_present(void)
 }
 
 /* Records an event on stream into fence (zeroed by the caller) within op;
- * fence->event stays NULL when there is nothing to wait for. */
+ * fence->event stays NULL when there is nothing to wait for.  known: the
+ * context of a default stream, when the caller knows it. */
 static int record_in(struct op *op, intptr_t stream, DLDevice device,
-                     struct cai_fence *fence)
+                     const CUcontext *known, struct cai_fence *fence)
 {
     enum cudaStreamCaptureStatus state;
     int none = 0, pooled;
@@ -130,7 +131,7 @@ static int record_in(struct op *op, intptr_t stream, DLDevice device,
     if (!op->have_saved && device.device_type != kDLCUDA && !driver_present())
         return 0;
     /* The event must be made in the stream's own context. */
-    if (cai_enter_stream_context(op, stream, device, NULL, 1, &none) != 0)
+    if (cai_enter_stream_context(op, stream, device, known, 1, &none) != 0)
         return -1;
     if (none || capture_state(op, stream, &state) != 0)
         return none ? 0 : -1;
@@ -173,9 +174,11 @@ static int fence_context_alive(struct op *op, const cai_fence_t *fence)
 
 
 /* Makes stream wait on fence within op; known: the context of a default
- * stream.  *refusal says why nothing was queued, if so. */
+ * stream.  *refusal says why nothing was queued, if so; *entered (when
+ * given) is the context a default stream was found in, else NULL. */
 static int wait_in(struct op *op, const cai_fence_t *fence, intptr_t stream,
-                   const CUcontext *known, int oneshot, const char **refusal)
+                   const CUcontext *known, int oneshot, const char **refusal,
+                   CUcontext *entered)
 {
     enum cudaStreamCaptureStatus state;
     unsigned long long id;
@@ -191,6 +194,8 @@ static int wait_in(struct op *op, const cai_fence_t *fence, intptr_t stream,
     if (cai_enter_stream_context(op, stream, fence->device, known, 0, &none) !=
         0)
         return -1;
+    if (entered != NULL && !none && cai_is_default_stream(stream))
+        *entered = op->now;
     if (none) {
         /* A default stream of a thread with no context: its work will
          * start later in a context that does not exist yet, so the host
@@ -297,7 +302,7 @@ int cai_record_fence(const cai_desc_t *producer, cai_fence_t **out,
     if (fence == NULL)
         return cai_fail(err, CAI_ENOMEM, "stream", "no memory for a fence");
     if (cai_ctx_save(&op) == 0)
-        record_in(&op, producer->stream, producer->device, fence);
+        record_in(&op, producer->stream, producer->device, NULL, fence);
     /* Destroyed before the restore, so its context is not left current. */
     if (op.call != NULL)
         destroy_in(&op, fence);
@@ -316,16 +321,21 @@ int cai_record_fence(const cai_desc_t *producer, cai_fence_t **out,
 }
 
 int cai_wait_fence(const cai_fence_t *fence, intptr_t consumer,
-                   cai_error_t *err)
+                   cai_consumer_at *at, cai_error_t *err)
 {
+    CUcontext entered = NULL;
     const char *refusal = NULL;
     struct op op;
     int status = cai_op_begin(&op, "stream", err);
 
     if (status != 0)
         return status;
-    if (cai_ctx_save(&op) == 0)
-        wait_in(&op, fence, consumer, NULL, 0, &refusal);
+    if (cai_ctx_save(&op) == 0 &&
+        wait_in(&op, fence, consumer, NULL, 0, &refusal,
+                at != NULL ? &entered : NULL) == 0 &&
+        entered != NULL && cai_drv.ctx_get_id != NULL &&
+        cai_context_id_try(&op, entered, &at->id) == CUDA_SUCCESS)
+        at->context = entered;
     return op_finish(&op, "consumer's", refusal, err);
 }
 
@@ -342,8 +352,8 @@ int cai_order_now(const cai_desc_t *producer, intptr_t consumer,
         return status;
     memset(&fence, 0, sizeof fence);
     if (cai_ctx_save(&op) == 0 &&
-        record_in(&op, producer->stream, producer->device, &fence) == 0)
-        wait_in(&op, &fence, consumer, NULL, 1, &refusal);
+        record_in(&op, producer->stream, producer->device, NULL, &fence) == 0)
+        wait_in(&op, &fence, consumer, NULL, 1, &refusal, NULL);
     /* Safe right after the wait is queued: the runtime frees the event
      * once it has completed. */
     destroy_in(&op, &fence);
@@ -469,11 +479,11 @@ static void queue_notice(struct op *op, intptr_t stream)
 /* Records the reverse edge's event on consumer_stream into *back, within
  * op; *refusal says why nothing could be recorded. */
 static int release_record(struct op *op, const cai_fence_t *fence,
-                          intptr_t consumer_stream, struct cai_fence *back,
-                          const char **refusal)
+                          intptr_t consumer_stream, const CUcontext *known,
+                          struct cai_fence *back, const char **refusal)
 {
     memset(back, 0, sizeof *back);
-    if (record_in(op, consumer_stream, fence->device, back) != 0)
+    if (record_in(op, consumer_stream, fence->device, known, back) != 0)
         return -1;
     if (back->event != NULL && back->captured) {
         /* Its event completes only when the graph is launched. */
@@ -499,7 +509,8 @@ int cai_fence_release(const cai_fence_t *fence, intptr_t consumer_stream,
     if (rc != 0)
         return rc;
     if (cai_ctx_save(&op) == 0 &&
-        release_record(&op, fence, consumer_stream, &back, &refusal) == 0 &&
+        release_record(&op, fence, consumer_stream, NULL, &back, &refusal) ==
+            0 &&
         back.event != NULL &&
         (fence->stream == CAI_STREAM_LEGACY ||
          (fence->stream == CAI_STREAM_PER_THREAD &&
@@ -507,7 +518,8 @@ int cai_fence_release(const cai_fence_t *fence, intptr_t consumer_stream,
         /* The producer's default streams are those of its context, which
          * outlive it; a handle may be gone, so it is never named. */
         wait_in(&op, &back, fence->stream,
-                fence->have_context ? &fence->context : NULL, 0, &refusal);
+                fence->have_context ? &fence->context : NULL, 0, &refusal,
+                NULL);
     destroy_in(&op, &back);
     return op_finish(&op, "producer's", refusal, err);
 }
@@ -516,13 +528,42 @@ static struct pending *take_done(struct op *op, int wait);
 static void run_done(struct op *op, struct pending *done, int *status,
                      const char *refusal, cai_error_t *err);
 
+/* The context a consumer's default stream was noted in at hand-over, when
+ * it still lives (*context NULL when none was noted); -1 when it has ended
+ * since, and the consumer's work with it. */
+static int noted_context(struct op *op, const cai_consumer_at *at,
+                         CUcontext *context)
+{
+    unsigned long long id;
+
+    *context = NULL;
+    if (at == NULL || at->context == NULL)
+        return 0;
+    if (cai_context_id_try(op, at->context, &id) != CUDA_SUCCESS ||
+        id != at->id)
+        return -1;
+    *context = at->context;
+    return 0;
+}
+
 int cai_fence_release_owner(const cai_fence_t *fence, intptr_t consumer_stream,
                             unsigned flags, void *owner,
                             cai_release_fn release, cai_error_t *err)
 {
+    return cai_fence_release_owner_at(fence, consumer_stream, NULL, flags,
+                                      owner, release, err);
+}
+
+int cai_fence_release_owner_at(const cai_fence_t *fence,
+                               intptr_t consumer_stream,
+                               const cai_consumer_at *at, unsigned flags,
+                               void *owner, cai_release_fn release,
+                               cai_error_t *err)
+{
     struct pending *p = NULL;
     struct cai_fence back;
     const char *refusal = NULL;
+    CUcontext noted;
     struct op op;
     int rc = cai_consumer_waits(fence, consumer_stream, err);
 
@@ -532,8 +573,9 @@ int cai_fence_release_owner(const cai_fence_t *fence, intptr_t consumer_stream,
         return rc;
     }
     memset(&back, 0, sizeof back);
-    if (cai_ctx_save(&op) == 0 &&
-        release_record(&op, fence, consumer_stream, &back, &refusal) == 0 &&
+    if (cai_ctx_save(&op) == 0 && noted_context(&op, at, &noted) == 0 &&
+        release_record(&op, fence, consumer_stream,
+                       noted != NULL ? &noted : NULL, &back, &refusal) == 0 &&
         back.event != NULL) {
         if (flags & CAI_RELEASE_BLOCK) {
             cai_op_failed(&op, "cudaEventSynchronize",

@@ -4,6 +4,7 @@
 #define CAIBRIDGE_CUDA_INTERNAL_H
 
 #include "internal.h"
+#include "cuda-release.h"
 
 static inline int cai_is_default_stream(intptr_t stream)
 {
@@ -20,7 +21,7 @@ int cai_consumer_waits(const cai_fence_t *fence, intptr_t consumer_stream,
 int cai_record_fence(const cai_desc_t *producer, cai_fence_t **out,
                      cai_error_t *err);
 int cai_wait_fence(const cai_fence_t *fence, intptr_t consumer,
-                   cai_error_t *err);
+                   cai_consumer_at *at, cai_error_t *err);
 int cai_order_now(const cai_desc_t *producer, intptr_t consumer,
                   cai_error_t *err);
 int cai_synchronize(intptr_t stream, cai_error_t *err);

@@ -53,10 +53,11 @@ int cai_record_fence(const cai_desc_t *producer, cai_fence_t **out,
 }
 
 int cai_wait_fence(const cai_fence_t *fence, intptr_t consumer,
-                   cai_error_t *err)
+                   cai_consumer_at *at, cai_error_t *err)
 {
     (void)fence;
     (void)consumer;
+    (void)at;
     return no_cuda("stream", err);
 }
 
@@ -101,6 +102,17 @@ int cai_fence_release_owner(const cai_fence_t *fence, intptr_t consumer_stream,
     if (release != NULL)
         release(owner);
     return rc;
+}
+
+int cai_fence_release_owner_at(const cai_fence_t *fence,
+                               intptr_t consumer_stream,
+                               const cai_consumer_at *at, unsigned flags,
+                               void *owner, cai_release_fn release,
+                               cai_error_t *err)
+{
+    (void)at;
+    return cai_fence_release_owner(fence, consumer_stream, flags, owner,
+                                   release, err);
 }
 
 int cai_release_poll(int wait, cai_error_t *err)

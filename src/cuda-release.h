@@ -3,6 +3,8 @@
 #ifndef CAIBRIDGE_CUDA_RELEASE_H
 #define CAIBRIDGE_CUDA_RELEASE_H
 
+#include "caibridge.h"
+
 /* Largest CAIBRIDGE_EVENT_POOL; larger values are clamped to it. */
 #define CAI_EVENT_POOL_MAX 8
 
@@ -11,6 +13,27 @@
  * CAI_EVENT_POOL_MAX); -1 when not understood (*size is then the
  * default). */
 int cai_event_pool_parse(const char *value, int *size);
+
+/* Where a consumer's default stream (1 or 2) was when it waited at
+ * hand-over: the context it named then, and that context's id (ids are
+ * never reused, so a context ended since is told apart).  Its release
+ * records there, whichever context is current on the releasing thread. */
+typedef struct {
+    void *context; /* a CUcontext; NULL when not known */
+    unsigned long long id;
+} cai_consumer_at;
+
+/* cai_fence_wait, noting in *at where a default consumer stream was. */
+int cai_fence_wait_at(const cai_fence_t *fence, intptr_t consumer_stream,
+                      cai_consumer_at *at, cai_error_t *err);
+
+/* cai_fence_release_owner for a consumer stream noted by
+ * cai_fence_wait_at (at may be NULL: the rule of the public call). */
+int cai_fence_release_owner_at(const cai_fence_t *fence,
+                               intptr_t consumer_stream,
+                               const cai_consumer_at *at, unsigned flags,
+                               void *owner, cai_release_fn release,
+                               cai_error_t *err);
 
 /* Releases whose consumer's work has not finished yet (cuda-fence.c). */
 long cai_release_pending_count(void);

@@ -100,12 +100,20 @@ int cai_consumer_waits(const cai_fence_t *fence, intptr_t consumer_stream,
     return 1;
 }
 
-int cai_fence_wait(const cai_fence_t *fence, intptr_t consumer_stream,
-                   cai_error_t *err)
+int cai_fence_wait_at(const cai_fence_t *fence, intptr_t consumer_stream,
+                      cai_consumer_at *at, cai_error_t *err)
 {
     int rc = cai_consumer_waits(fence, consumer_stream, err);
 
-    return rc <= 0 ? rc : cai_wait_fence(fence, consumer_stream, err);
+    if (at != NULL)
+        at->context = NULL;
+    return rc <= 0 ? rc : cai_wait_fence(fence, consumer_stream, at, err);
+}
+
+int cai_fence_wait(const cai_fence_t *fence, intptr_t consumer_stream,
+                   cai_error_t *err)
+{
+    return cai_fence_wait_at(fence, consumer_stream, NULL, err);
 }
 
 int cai_cuda_order(const cai_desc_t *producer, intptr_t consumer_stream,

@@ -34,6 +34,7 @@
 #endif
 
 #include "caibridge.h"
+#include "cuda-release.h"
 /* The core's private fast path: a tensor from an already checked layout. */
 #include "desc.h"
 
@@ -379,7 +380,8 @@ void edge_unused(void *p);
 void poll_releases(void);
 void set_release_blocking(int on);
 void release_notices_on(void);
-int edge_owner(const cai_fence_t *fence, intptr_t consumer, void **owner,
+int edge_owner(const cai_fence_t *fence, intptr_t consumer,
+               const cai_consumer_at *at, void **owner,
                cai_release_fn *release);
 PyObject *reported_stream(int given, intptr_t s);
 
@@ -493,7 +495,8 @@ static inline int no_owner_memory(cai_error_t *err)
  * builds the tensor without checking it again.
  */
 static inline int view_tensor(DLPackViewObject *v, int versioned,
-                              unsigned options, intptr_t consumer, void **out,
+                              unsigned options, intptr_t consumer,
+                              const cai_consumer_at *at, void **out,
                               cai_error_t *err)
 {
     cai_release_fn release = release_pyobject;
@@ -514,7 +517,7 @@ static inline int view_tensor(DLPackViewObject *v, int versioned,
     /* Ordered for a consumer stream: its release orders the producer's
      * stream after the consumer's work (the reverse edge). */
     if (consumer != CAI_STREAM_NO_SYNC && v->fence != NULL &&
-        edge_owner(v->fence, consumer, &owner, &release) != 0) {
+        edge_owner(v->fence, consumer, at, &owner, &release) != 0) {
         release(owner);
         return no_owner_memory(err);
     }
@@ -523,9 +526,11 @@ static inline int view_tensor(DLPackViewObject *v, int versioned,
 }
 
 /* streams.c, for views: the consumer's stream waits on the view's fence
- * (-1: nothing); the host waits on it (a CPU consumer of host-accessible
+ * (-1: nothing), *at noting where a default consumer stream is, for its
+ * release; the host waits on it (a CPU consumer of host-accessible
  * memory). */
-int view_order(cai_state *st, const DLPackViewObject *v, intptr_t consumer);
+int view_order(cai_state *st, const DLPackViewObject *v, intptr_t consumer,
+               cai_consumer_at *at);
 int view_host_sync(cai_state *st, const DLPackViewObject *v);
 
 /* caiview.c */

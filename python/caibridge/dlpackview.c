@@ -269,6 +269,7 @@ view_export_slow(cai_state *st, DLPackViewObject *v, PyObject *stream,
 {
     cai_desc_t d;
     intptr_t consumer = CAI_STREAM_NO_SYNC;
+    cai_consumer_at at = {NULL, 0};
     cai_error_t err;
     void *tensor;
     int given = stream != NULL && stream != Py_None;
@@ -297,7 +298,7 @@ view_export_slow(cai_state *st, DLPackViewObject *v, PyObject *stream,
     if (!copy && !versioned && v->readonly && !v->readonly_legacy_ok)
         return readonly_legacy_error();
     if (host_wait ? view_host_sync(st, v) != 0
-                  : view_order(st, v, consumer) != 0)
+                  : view_order(st, v, consumer, &at) != 0)
         return NULL;
     if (copy) {
         view_to_desc(v, &d);
@@ -307,7 +308,7 @@ view_export_slow(cai_state *st, DLPackViewObject *v, PyObject *stream,
     }
     if (view_tensor(v, versioned,
                     v->readonly_legacy_ok ? CAI_OPT_LEGACY_READONLY_OK : 0,
-                    host_wait ? CAI_STREAM_NO_SYNC : consumer, &tensor,
+                    host_wait ? CAI_STREAM_NO_SYNC : consumer, &at, &tensor,
                     &err) != 0)
         return raise_status(st, &err);
     if (to_host) {
@@ -338,7 +339,7 @@ static inline PyObject *view_export(cai_state *st, DLPackViewObject *v,
         return readonly_legacy_error();
     if (view_tensor(v, versioned,
                     v->readonly_legacy_ok ? CAI_OPT_LEGACY_READONLY_OK : 0,
-                    CAI_STREAM_NO_SYNC, &tensor, &err) != 0)
+                    CAI_STREAM_NO_SYNC, NULL, &tensor, &err) != 0)
         return raise_status(st, &err);
     return tensor_capsule(tensor, versioned);
 }

@@ -86,11 +86,11 @@ static DLPackViewObject *xapi_view(PyObject *o)
  * Every hand-over waits: a consumer may launch on the reported stream at
  * once.
  */
-static inline int xapi_order(DLPackViewObject *v)
+static inline int xapi_order(DLPackViewObject *v, cai_consumer_at *at)
 {
     return v->fence == NULL
                ? 0
-               : view_order(type_state(Py_TYPE(v)), v, CAI_STREAM_LEGACY);
+               : view_order(type_state(Py_TYPE(v)), v, CAI_STREAM_LEGACY, at);
 }
 
 static int xapi_managed_from_py(void *py_object,
@@ -98,14 +98,15 @@ static int xapi_managed_from_py(void *py_object,
 {
     PyObject *o = py_object;
     DLPackViewObject *v;
+    cai_consumer_at at = {NULL, 0};
     cai_error_t err;
     void *tensor;
 
     *out = NULL;
-    if ((v = xapi_view(o)) == NULL || xapi_order(v) != 0)
+    if ((v = xapi_view(o)) == NULL || xapi_order(v, &at) != 0)
         return -1;
     /* Released, the producer's stream waits for the legacy one. */
-    if (view_tensor(v, 1, 0, CAI_STREAM_LEGACY, &tensor, &err) != 0) {
+    if (view_tensor(v, 1, 0, CAI_STREAM_LEGACY, &at, &tensor, &err) != 0) {
         raise_status(type_state(Py_TYPE(o)), &err);
         return -1;
     }
@@ -146,8 +147,9 @@ static int xapi_dltensor_from_py(void *py_object, DLTensor *out)
 {
     PyObject *o = py_object;
     DLPackViewObject *v;
+    cai_consumer_at at; /* a borrowed tensor has no release */
 
-    if ((v = xapi_view(o)) == NULL || xapi_order(v) != 0)
+    if ((v = xapi_view(o)) == NULL || xapi_order(v, &at) != 0)
         return -1;
     out->data = v->data;
     out->device = v->device;

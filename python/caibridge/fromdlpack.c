@@ -80,6 +80,7 @@ static PyObject *from_view(cai_state *st, DLPackViewObject *v, int given,
 {
     cai_desc_t d;
     intptr_t consumer;
+    cai_consumer_at at = {NULL, 0};
     DLManagedTensorVersioned *t;
     cai_error_t err;
     void *tensor;
@@ -87,9 +88,9 @@ static PyObject *from_view(cai_state *st, DLPackViewObject *v, int given,
 
     view_to_header(v, &d);
     if (check_stream_value(&d, given, s, &consumer) != 0 ||
-        view_order(st, v, consumer) != 0)
+        view_order(st, v, consumer, &at) != 0)
         return NULL;
-    if (view_tensor(v, 1, 0, consumer, &tensor, &err) != 0)
+    if (view_tensor(v, 1, 0, consumer, &at, &tensor, &err) != 0)
         return raise_status(st, &err);
     t = tensor;
     /* -1: nothing was ordered, so the data is ready where the producer

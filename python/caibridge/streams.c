@@ -123,15 +123,17 @@ int fence_at_view(cai_state *st, const cai_desc_t *d, int sync,
     return 0;
 }
 
-int view_order(cai_state *st, const DLPackViewObject *v, intptr_t consumer)
+int view_order(cai_state *st, const DLPackViewObject *v, intptr_t consumer,
+               cai_consumer_at *at)
 {
     cai_error_t err;
     int rc;
 
+    at->context = NULL;
     poll_releases();
     if (v->fence == NULL || consumer == CAI_STREAM_NO_SYNC)
         return 0;
-    WITHOUT_INTERPRETER(rc, cai_fence_wait(v->fence, consumer, &err));
+    WITHOUT_INTERPRETER(rc, cai_fence_wait_at(v->fence, consumer, at, &err));
     if (rc != 0) {
         raise_status(st, &err);
         return -1;
@@ -239,6 +241,7 @@ typedef struct {
     cai_release_fn release;
     const cai_fence_t *fence;
     intptr_t consumer;
+    cai_consumer_at at; /* where the consumer's stream was at hand-over */
     unsigned long long thread; /* never reused, unlike a pthread_t */
 } edge;
 
@@ -265,8 +268,8 @@ void release_edge(void *p)
         /* Nothing blocks: edge_done runs now (nothing to wait for, or a
          * failure, which a deleter cannot report) or at a poll, the first
          * in this call, for this release and the earlier ones. */
-        rc = cai_fence_release_owner(e->fence, e->consumer, 0, e, edge_done,
-                                     &err);
+        rc = cai_fence_release_owner_at(e->fence, e->consumer, &e->at, 0, e,
+                                        edge_done, &err);
         (void)rc;
         return;
     }
@@ -275,8 +278,8 @@ void release_edge(void *p)
     here = cai_is_finalizing() ? NULL : attached_here();
     if (here != NULL)
         PyEval_SaveThread();
-    rc = cai_fence_release_owner(e->fence, e->consumer, CAI_RELEASE_BLOCK,
-                                 NULL, NULL, &err);
+    rc = cai_fence_release_owner_at(e->fence, e->consumer, &e->at,
+                                    CAI_RELEASE_BLOCK, NULL, NULL, &err);
     (void)rc;
     if (here != NULL)
         PyEval_RestoreThread(here);
@@ -291,8 +294,9 @@ void edge_unused(void *p)
 }
 
 /* Wraps *owner and *release when consumer can be named at release (1 or
- * 2); -1 without memory (both untouched). */
-int edge_owner(const cai_fence_t *fence, intptr_t consumer, void **owner,
+ * 2, where at says it was); -1 without memory (both untouched). */
+int edge_owner(const cai_fence_t *fence, intptr_t consumer,
+               const cai_consumer_at *at, void **owner,
                cai_release_fn *release)
 {
     edge *e;
@@ -306,6 +310,7 @@ int edge_owner(const cai_fence_t *fence, intptr_t consumer, void **owner,
     e->release = *release;
     e->fence = fence;
     e->consumer = consumer;
+    e->at = *at;
     e->thread = cai_thread_id();
     *owner = e;
     *release = release_edge;

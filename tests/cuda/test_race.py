@@ -499,15 +499,11 @@ def test_kept_events_stay_bounded_across_contexts(tl):
         assert warm == 0
 
 
-@pytest.mark.parametrize("ordered", [
-    pytest.param(True, marks=pytest.mark.xfail(strict=True, reason=(
-        "known: a release from another device's context names device 1's "
-        "primary stream 1, not the consumer's context's (not remembered "
-        "at hand-over)"))),
-    False], ids=["ordered", "race"])
+@pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "race"])
 def test_release_on_stream_1_of_another_context(tl, ordered):
     """The same on stream 1 of a context that is not device 1's primary
-    one (the data made in it)."""
+    one: the context the consumer's stream 1 was in at hand-over is the
+    one its release records in."""
     ctx = tl.c.create_context(1)
     released_from_device_0(tl, ordered,
                            lambda: tl.c.set_current_context(ctx))
