@@ -17,7 +17,8 @@ CAI_CORE_SOURCES = \
 
 noinst_LTLIBRARIES += src/libcaibridge-core.la
 src_libcaibridge_core_la_SOURCES = $(CAI_CORE_SOURCES) \
-	src/internal.h src/desc.h src/cuda-internal.h src/cuda-search.h
+	src/internal.h src/desc.h src/cuda-internal.h src/cuda-search.h \
+	src/cuda-release.h
 src_libcaibridge_core_la_CPPFLAGS = $(AM_CPPFLAGS) -DCAIBRIDGE_BUILDING \
 	$(CUDA_CPPFLAGS)
 src_libcaibridge_core_la_CFLAGS = $(AM_CFLAGS) $(CAI_VISIBILITY_CFLAGS)
