@@ -91,6 +91,16 @@ int cai_context_id(struct op *op, CUcontext context, unsigned long long *id)
                : 0;
 }
 
+unsigned long long cai_context_id_or_0(struct op *op, CUcontext context)
+{
+    unsigned long long id = 0;
+
+    if (context == NULL || !pooling() ||
+        cai_context_id_try(op, context, &id) != CUDA_SUCCESS)
+        return 0;
+    return id;
+}
+
 /* The device of a context, by its id: ids are never reused and a context
  * never changes device, so an entry never goes stale. */
 #define DEVICE_IDS 16

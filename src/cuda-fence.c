@@ -333,9 +333,15 @@ int cai_wait_fence(const cai_fence_t *fence, intptr_t consumer,
     if (cai_ctx_save(&op) == 0 &&
         wait_in(&op, fence, consumer, NULL, 0, &refusal,
                 at != NULL ? &entered : NULL) == 0 &&
-        entered != NULL && cai_drv.ctx_get_id != NULL &&
-        cai_context_id_try(&op, entered, &at->id) == CUDA_SUCCESS)
+        entered != NULL) {
+        /* Its id tells at release whether it still lives; the fence's
+         * own is known already.  0: unknown, taken as alive (as the
+         * fence's are without the pool). */
         at->context = entered;
+        at->id = fence->have_context && entered == fence->context
+                     ? fence->context_id
+                     : cai_context_id_or_0(&op, entered);
+    }
     return op_finish(&op, "consumer's", refusal, err);
 }
 
@@ -539,8 +545,9 @@ static int noted_context(struct op *op, const cai_consumer_at *at,
     *context = NULL;
     if (at == NULL || at->context == NULL)
         return 0;
-    if (cai_context_id_try(op, at->context, &id) != CUDA_SUCCESS ||
-        id != at->id)
+    if (at->id != 0 &&
+        (cai_context_id_try(op, at->context, &id) != CUDA_SUCCESS ||
+         id != at->id))
         return -1;
     *context = at->context;
     return 0;

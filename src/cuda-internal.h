@@ -178,6 +178,9 @@ void cai_event_forget(unsigned long long context_id);
 int cai_context_id(struct op *op, CUcontext context, unsigned long long *id);
 int cai_context_id_try(struct op *op, CUcontext context,
                        unsigned long long *id);
+/* cai_context_id without failing op: 0 (unknown) without the pool or on
+ * failure. */
+unsigned long long cai_context_id_or_0(struct op *op, CUcontext context);
 int cai_context_device(struct op *op, CUdevice *device);
 
 #else /* !HAVE_CUDA */

@@ -19,8 +19,8 @@ int cai_event_pool_parse(const char *value, int *size);
  * never reused, so a context ended since is told apart).  Its release
  * records there, whichever context is current on the releasing thread. */
 typedef struct {
-    void *context; /* a CUcontext; NULL when not known */
-    unsigned long long id;
+    void *context;         /* a CUcontext; NULL when not known */
+    unsigned long long id; /* 0: not known (no event pool) */
 } cai_consumer_at;
 
 /* cai_fence_wait, noting in *at where a default consumer stream was. */
