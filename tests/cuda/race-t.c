@@ -162,12 +162,58 @@ static void reverse_edge(intptr_t producer_stream, int release,
     finish(what);
 }
 
+/* The producer on stream 1 of a non-primary context on device 1, released
+ * while device 0's context is current: the producer's next write, on its
+ * context's stream 1, waits for the consumer's read (with the fence's
+ * context entered, not device 0's, nor device 1's primary one). */
+static void reverse_edge_other_context(int release, const char *what)
+{
+    cai_desc_t desc;
+    cai_fence_t *fence = NULL;
+    cai_error_t err;
+    void *ctx;
+    int gate, rc;
+
+    cuda->reset();
+    cuda->timeline_on();
+    memset(src, 7, N);
+    memset(out, 0, N);
+    cuda->add_allocation(src, N, DOUBLE_DEVICE, 1, NULL);
+    cuda->add_allocation(out, N, DOUBLE_DEVICE, 1, NULL);
+    stream_b = cuda->stream_create(1);
+    ctx = cuda->create_context(1);
+    cuda->set_current_context(ctx);
+    desc = producer(CAI_STREAM_LEGACY, kDLCUDA, 1);
+    desc.data = src;
+    rc = cai_fence_record(&desc, &fence, &err);
+    is_int(CAI_OK, rc, "%s: fence recorded", what);
+    rc = cai_fence_wait(fence, stream_b, &err);
+    is_int(CAI_OK, rc, "%s: consumer waits", what);
+    gate = cuda->gate_new();
+    cuda->launch_copy(stream_b, out, src, N, gate);
+    cuda->set_current_device(0);
+    if (release) {
+        rc = cai_fence_release(fence, stream_b, &err);
+        is_int(CAI_OK, rc, "%s: released (%s)", what,
+               rc == 0 ? "ok" : err.message);
+    }
+    cuda->set_current_context(ctx);
+    cuda->launch_fill(CAI_STREAM_LEGACY, src, N, 9, 0);
+    cuda->set_current_device(0);
+    cuda->gate_open(gate);
+    cuda->drain();
+    ok(all(out, release ? 7 : 9), "%s: the consumer read %d (read %d)", what,
+       release ? 7 : 9, out[0]);
+    cai_fence_destroy(fence, &err);
+    finish(what);
+}
+
 int main(void)
 {
     /* With the event pool on: events reused across hand-overs. */
     setenv("CAIBRIDGE_EVENT_POOL", "8", 1);
     cuda = use_double();
-    plan(46);
+    plan(55);
 
     hand_over(0, 0, 7, "cai_cuda_order A -> B");
     hand_over(0, CAI_STREAM_NO_SYNC, 0,
@@ -190,5 +236,9 @@ int main(void)
     reverse_edge(CAI_STREAM_LEGACY, 0, "no release: race seen");
     reverse_edge(0, 2, "reverse edge, producer on a handle (blocking opt-in)");
     reverse_edge(0, 0, "producer on a handle, no release: race seen");
+    reverse_edge_other_context(1, "reverse edge onto a non-primary "
+                                  "context's stream 1, released from "
+                                  "device 0");
+    reverse_edge_other_context(0, "the same, no release: race seen");
     return 0;
 }

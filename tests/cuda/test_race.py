@@ -503,7 +503,13 @@ def test_kept_events_stay_bounded_across_contexts(tl):
 def test_release_on_stream_1_of_another_context(tl, ordered):
     """The same on stream 1 of a context that is not device 1's primary
     one: the context the consumer's stream 1 was in at hand-over is the
-    one its release records in."""
+    one its release records in.  Device 1's primary context is ended
+    first, as no earlier test may have left it, so that a release into it
+    finds nothing to record on."""
+    reset = tl.lib.cuDevicePrimaryCtxReset_v2
+    reset.restype = ctypes.c_int
+    reset.argtypes = [ctypes.c_int]
+    assert reset(1) == 0
     ctx = tl.c.create_context(1)
     released_from_device_0(tl, ordered,
                            lambda: tl.c.set_current_context(ctx))
