@@ -226,3 +226,12 @@ def test_readme_links_are_absolute():
     assert links, "the README links to the docs"
     assert [link for link in links
             if not link.startswith(("https://", "#"))] == []
+
+
+def test_development_page_counts_the_mutants():
+    """development.rst: "(... N now)": the number of mutants in
+    tests/mutants/list, which grows with each issue."""
+    listed = len(re.findall(r"^name:", read("tests/mutants/list"), re.M))
+    said = re.search(r"(\d+) now\)", read("docs/development.rst"))
+    assert said is not None, "development.rst no longer counts the mutants"
+    assert int(said.group(1)) == listed, (said.group(0), listed)
