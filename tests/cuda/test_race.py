@@ -643,3 +643,33 @@ def test_consumer_capture_already_invalidated_is_refused(tl):
         tl.c.log().decode().split("cudaEventRecord")[-1]
     tl.c.end_capture(b)
     lib.cudaEventDestroy(ev)
+
+
+
+@pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "race"])
+def test_stream_1_with_another_devices_context_current(tl, ordered):
+    """Data on device 0, handed over to stream 1 while a context of device 1
+    (not its primary) is current: the wait goes on device 0's stream 1,
+    where the consumer of device 0's data reads, though one operation asks
+    both contexts their ids (each its own, never the other's)."""
+    src, out = tl.buffer(device=0), tl.buffer(device=0)
+    a = tl.stream(device=0)
+    tl.c.set_current_device(0)
+    warm = CAIArray(tl.buffer(value=NEW, device=0), a)
+    release_capsule(caibridge.as_dlpack(warm).__dlpack__(
+        stream=LEGACY, max_version=(1, 3)))  # device 0's id is known now
+    gate = tl.gate()
+    tl.fill(a, src, NEW, gate)                      # the producer's write
+    view = caibridge.as_dlpack(CAIArray(src, a), sync=ordered)
+    tl.c.set_current_context(tl.c.create_context(1))
+    capsule = view.__dlpack__(stream=LEGACY, max_version=(1, 3))
+    tl.c.set_current_device(0)
+    tl.copy(LEGACY, out, src)                       # the consumer's read
+    tl.open(gate)
+    tl.drain()
+    release_capsule(capsule)
+    if ordered:
+        assert (out == NEW).all(), "read before the producer's write"
+    else:
+        assert not (out == NEW).all(), "the race was not seen unordered"
+    assert tl.violations() == ""
