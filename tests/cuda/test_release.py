@@ -245,3 +245,39 @@ def test_partial_driver_is_named():
     out = subprocess.run([sys.executable, "-c", code], env=env,
                          capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+
+def test_stream_2_released_on_another_thread_keeps_nothing(tl):
+    """A consumer's stream 2 taken on this thread and released on another:
+    there it names that thread's own stream 2, another stream, so no edge
+    is made and the producer goes without waiting for anything, even while
+    that other stream 2 is busy (naming it would keep the producer for
+    unrelated work)."""
+    import threading
+
+    src = tl.buffer()
+    a = tl.stream()
+    producer = CAIArray(src, a)
+    alive = weakref.ref(producer)
+    view = caibridge.as_dlpack(producer)
+    del producer
+    capsule = view.__dlpack__(stream=2, max_version=(1, 3))
+    del view
+    gate = tl.gate()
+
+    def elsewhere():
+        tl.fill(2, tl.buffer(), NEW, gate)          # that thread's stream 2
+        release_capsule(capsule)
+
+    t = threading.Thread(target=elsewhere)
+    t.start()
+    t.join()
+    del capsule
+    caibridge._core._release_poll()
+    gc.collect()
+    kept = alive() is not None
+    tl.open(gate)
+    tl.drain()
+    assert not kept, "the producer was kept for another thread's work"
+    assert tl.violations() == ""

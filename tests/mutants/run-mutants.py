@@ -9,7 +9,7 @@ tests/mutants/list: its line is changed in the copy, the library (and the
 module, when Python tests are named) is rebuilt, the mutant's tests run, and
 the file is put back.  A mutant is KILLED when a named test fails, errors or
 runs past MUTANT_TIMEOUT seconds (default 300); it SURVIVES when they all
-pass.  A mutant whose line is not found exactly once, or that does not
+pass.  A Python test file stops at its first failure (pytest -x).  A mutant whose line is not found exactly once, or that does not
 build, is a broken entry.  Before any mutant, the unmutated copy must pass
 every test the list names.  Exit status 0 only when every mutant was killed.
 
@@ -74,11 +74,11 @@ def parse(path):
     return mutants
 
 
-def run(cmd, cwd, log, timeout=None):
+def run(cmd, cwd, log, timeout=None, env=None):
     """Runs cmd in its own process group; (returncode or 'timeout', secs)."""
     start = time.monotonic()
     with open(log, "w") as out:
-        p = subprocess.Popen(cmd, cwd=cwd, stdout=out,
+        p = subprocess.Popen(cmd, cwd=cwd, stdout=out, env=env,
                              stderr=subprocess.STDOUT, start_new_session=True)
         try:
             rc = p.wait(timeout=timeout)
@@ -144,6 +144,11 @@ def main():
     jobs = os.environ.get("MUTANT_JOBS", "2")
     timeout = int(os.environ.get("MUTANT_TIMEOUT", "300"))
     need_python = any(t.endswith(".py") for m in mutants for t in m["tests"])
+    # One failure kills a mutant: each Python test file stops at its first
+    # (a mutant that leaves many tests stuck on the double's 10 s limit
+    # would otherwise pay it per test).
+    first_failure = dict(os.environ, PYTEST_ADDOPTS=(
+        os.environ.get("PYTEST_ADDOPTS", "") + " -x").strip())
 
     work = args.work or tempfile.mkdtemp(prefix="caibridge-mutants.")
     os.makedirs(work, exist_ok=True)
@@ -223,7 +228,7 @@ def main():
                     continue
                 rc, _ = run(["make", f"-j{jobs}", "check-TESTS",
                              "TESTS=" + " ".join(m["tests"])] + KEEP_PROGRAMS,
-                            build, mlog + ".check", timeout)
+                            build, mlog + ".check", timeout, first_failure)
             finally:
                 with open(path, "w", encoding="utf-8") as f:
                     f.write(text)
