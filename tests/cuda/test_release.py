@@ -262,18 +262,18 @@ def test_stream_2_released_on_another_thread_keeps_nothing(tl):
     alive = weakref.ref(producer)
     view = caibridge.as_dlpack(producer)
     del producer
-    capsule = view.__dlpack__(stream=2, max_version=(1, 3))
+    held = [view.__dlpack__(stream=2, max_version=(1, 3))]
     del view
     gate = tl.gate()
 
     def elsewhere():
         tl.fill(2, tl.buffer(), NEW, gate)          # that thread's stream 2
-        release_capsule(capsule)
+        release_capsule(held[0])
 
     t = threading.Thread(target=elsewhere)
     t.start()
     t.join()
-    del capsule
+    held.clear()
     caibridge._core._release_poll()
     gc.collect()
     kept = alive() is not None

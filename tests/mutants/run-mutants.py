@@ -9,8 +9,9 @@ tests/mutants/list: its line is changed in the copy, the library (and the
 module, when Python tests are named) is rebuilt, the mutant's tests run, and
 the file is put back.  A mutant is KILLED when a named test fails, errors or
 runs past MUTANT_TIMEOUT seconds (default 300); it SURVIVES when they all
-pass.  A Python test file stops at its first failure (pytest -x).  A mutant whose line is not found exactly once, or that does not
-build, is a broken entry.  Before any mutant, the unmutated copy must pass
+pass.  A Python test file stops at its first failure (pytest -x).  A
+mutant whose line is not found exactly once, or that does not build, is a
+broken entry.  Before any mutant, the unmutated copy must pass
 every test the list names.  Exit status 0 only when every mutant was killed.
 
 NAME arguments run only those mutants.  MUTANT_JOBS sets make -j (default 2).
