@@ -121,6 +121,18 @@ def locate(src, m):
     return found[0], None
 
 
+def first_failure_line(build, base):
+    """The first failed check of a test's log ('not ok ...'), shortened."""
+    try:
+        with open(os.path.join(build, base + ".log"), errors="replace") as f:
+            for line in f:
+                if line.startswith("not ok"):
+                    return line.strip()[:160]
+    except OSError:
+        pass
+    return None
+
+
 def tests_make_args(tests):
     """Programs to build for the tests (scripts and .py need none)."""
     return [t for t in tests if not t.endswith((".py", ".sh"))]
@@ -239,7 +251,7 @@ def main():
                 print(f"SURVIVED {i}/{len(mutants)} {name} ({secs:.0f} s): "
                       f"{' '.join(m['tests'])} all pass\n    {m['why']}")
                 continue
-            killers = []
+            killers, first = [], []
             for t in m["tests"]:
                 base = t.rsplit(".", 1)[0] if t.endswith((".py", ".sh")) \
                     else t
@@ -250,10 +262,15 @@ def main():
                     if ":test-result: FAIL" in body or \
                             ":test-result: ERROR" in body:
                         killers.append(t)
+                        first.append(first_failure_line(build, base))
             how = "timeout" if rc == "timeout" else \
                 ", ".join(killers) or "make check-TESTS failed"
             results["KILLED"].append(name)
             print(f"KILLED {i}/{len(mutants)} {name} ({secs:.0f} s) by {how}")
+            # Which check failed: a data, violation or behaviour check, or
+            # only a call log (the closing notes list those).
+            for line in filter(None, first):
+                print(f"    {line}")
         # Rebuild the unmutated library so a kept work tree is consistent.
         run(["make", f"-j{jobs}", "all"], build,
             os.path.join(work, "final.log"))
