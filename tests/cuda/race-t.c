@@ -208,12 +208,71 @@ static void reverse_edge_other_context(int release, const char *what)
     finish(what);
 }
 
+/* A producer on stream 2 of this thread, released by another thread:
+ * there stream 2 is that thread's own, so no edge is queued on it (the
+ * producer's stream 2 cannot be named from there).  That thread's next
+ * work on its stream 2 runs while the consumer's read is still held back,
+ * where a wait queued on it would stall it behind unrelated work. */
+static unsigned char other[N];
+struct elsewhere {
+    const cai_fence_t *fence;
+    int released, ran;
+};
+
+static void *release_then_work(void *p)
+{
+    struct elsewhere *e = p;
+    cai_desc_t mine;
+    cai_fence_t *done = NULL;
+    cai_error_t err;
+
+    cuda->set_current_device(0);
+    e->released = cai_fence_release(e->fence, stream_b, &err);
+    cuda->launch_fill(CAI_STREAM_PER_THREAD, other, N, 5, 0);
+    mine = producer(CAI_STREAM_PER_THREAD, kDLCUDA, 0);
+    mine.data = other;
+    e->ran = cai_fence_record(&mine, &done, &err) == 0 &&
+             cai_fence_synchronize(done, &err) == 0 && all(other, 5);
+    cai_fence_destroy(done, NULL);
+    return NULL;
+}
+
+static void release_on_another_thread(void)
+{
+    struct elsewhere e = {NULL, -1, 0};
+    cai_desc_t desc;
+    cai_fence_t *fence = NULL;
+    cai_error_t err;
+    int gate, rc;
+
+    start(DOUBLE_DEVICE);
+    memset(other, 0, N);
+    cuda->add_allocation(other, N, DOUBLE_DEVICE, 0, NULL);
+    memset(src, 7, N);
+    cuda->set_current_device(0);
+    desc = view(CAI_STREAM_PER_THREAD, kDLCUDA);
+    rc = cai_fence_record(&desc, &fence, &err);
+    is_int(CAI_OK, rc, "stream 2 released elsewhere: fence recorded");
+    rc = cai_fence_wait(fence, stream_b, &err);
+    is_int(CAI_OK, rc, "stream 2 released elsewhere: consumer waits");
+    gate = cuda->gate_new();
+    cuda->launch_copy(stream_b, out, src, N, gate);
+    e.fence = fence;
+    run_on_new_thread(release_then_work, &e);
+    is_int(CAI_OK, e.released, "stream 2 released elsewhere: released");
+    ok(e.ran, "stream 2 released elsewhere: that thread's stream 2 ran "
+              "while the consumer's read was held back");
+    cuda->gate_open(gate);
+    cai_fence_destroy(fence, &err);
+    finish("stream 2 released elsewhere");
+}
+
 int main(void)
 {
     /* With the event pool on: events reused across hand-overs. */
     setenv("CAIBRIDGE_EVENT_POOL", "8", 1);
     cuda = use_double();
-    plan(55);
+    plan(60);
 
     hand_over(0, 0, 7, "cai_cuda_order A -> B");
     hand_over(0, CAI_STREAM_NO_SYNC, 0,
@@ -240,5 +299,6 @@ int main(void)
                                   "context's stream 1, released from "
                                   "device 0");
     reverse_edge_other_context(0, "the same, no release: race seen");
+    release_on_another_thread();
     return 0;
 }
