@@ -235,3 +235,12 @@ def test_development_page_counts_the_mutants():
     said = re.search(r"(\d+) now\)", read("docs/development.rst"))
     assert said is not None, "development.rst no longer counts the mutants"
     assert int(said.group(1)) == listed, (said.group(0), listed)
+
+
+def test_readme_holds_the_two_commands_ci_runs():
+    """README: a newcomer's two commands, and .ci/run runs the same ones in
+    a fresh copy (so the README's cannot go stale unseen)."""
+    readme = read("README.md")
+    assert "\nbash .ci/setup " in readme and "\nmake check " in readme
+    ci = read(".ci/run")
+    assert "bash .ci/setup" in ci and re.search(r"make -C \S+ -j2 check", ci)
