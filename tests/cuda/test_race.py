@@ -645,7 +645,6 @@ def test_consumer_capture_already_invalidated_is_refused(tl):
     lib.cudaEventDestroy(ev)
 
 
-
 @pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "race"])
 def test_stream_1_with_another_devices_context_current(tl, ordered):
     """Data on device 0, handed over to stream 1 while a context of device 1

@@ -18,6 +18,13 @@ from test_streams import release_capsule
 from timeline_double import CAIArray, caibridge
 
 
+def view_of(src, a):
+    """as_dlpack of a producer of src on stream a, and a weak reference to
+    that producer, which only the view keeps alive."""
+    producer = CAIArray(src, a)
+    return caibridge.as_dlpack(producer), weakref.ref(producer)
+
+
 def dlpack_then_consume(view, b):
     capsule = view.__dlpack__(stream=b, max_version=(1, 3))
     return lambda: release_capsule(capsule)
@@ -68,10 +75,7 @@ def test_unconsumed_capsule_does_not_wait(tl, stream):
     and the producer goes at once."""
     src = tl.buffer()
     a = tl.stream()
-    producer = CAIArray(src, a)
-    alive = weakref.ref(producer)
-    view = caibridge.as_dlpack(producer)
-    del producer
+    view, alive = view_of(src, a)
     capsule = view.__dlpack__(stream=stream, max_version=(1, 3))
     gate = tl.gate()
     tl.fill(stream, tl.buffer(), NEW, gate)         # unrelated work
@@ -92,10 +96,7 @@ def test_release_returns_at_once_and_keeps_the_producer(tl):
     kernel has run (at the next poll: here a hand-over)."""
     src, out = tl.buffer(value=NEW), tl.buffer()
     a = tl.stream()
-    producer = CAIArray(src, a)
-    alive = weakref.ref(producer)
-    view = caibridge.as_dlpack(producer)
-    del producer
+    view, alive = view_of(src, a)
     rc, tensor = handed_out(view, "managed")
     assert rc == 0
     del view
@@ -122,10 +123,7 @@ def test_producer_goes_without_another_call(tl):
     producer is collected with no further call into caibridge."""
     src, out = tl.buffer(value=NEW), tl.buffer()
     a = tl.stream()
-    producer = CAIArray(src, a)
-    alive = weakref.ref(producer)
-    view = caibridge.as_dlpack(producer)
-    del producer
+    view, alive = view_of(src, a)
     keep = [caibridge.from_dlpack(view, stream=LEGACY)]
     del view
     gate = tl.gate()
@@ -247,7 +245,6 @@ def test_partial_driver_is_named():
     assert out.stdout.strip() == "[]", out.stderr
 
 
-
 def test_stream_2_released_on_another_thread_keeps_nothing(tl):
     """A consumer's stream 2 taken on this thread and released on another:
     there it names that thread's own stream 2, another stream, so no edge
@@ -258,10 +255,7 @@ def test_stream_2_released_on_another_thread_keeps_nothing(tl):
 
     src = tl.buffer()
     a = tl.stream()
-    producer = CAIArray(src, a)
-    alive = weakref.ref(producer)
-    view = caibridge.as_dlpack(producer)
-    del producer
+    view, alive = view_of(src, a)
     held = [view.__dlpack__(stream=2, max_version=(1, 3))]
     del view
     gate = tl.gate()
