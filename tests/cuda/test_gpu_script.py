@@ -29,11 +29,21 @@ def test_cases_are_registered_once_each(script):
     names = [c[0] for c in gpu_cases.CASES]
     assert len(names) == len(set(names))
     for name in ("destroyed_producer_stream@0", "destroyed_consumer_stream@0",
-                 "non_blocking_release@0",
+                 "non_blocking_release@0", "side_stream_release@0",
+                 "reverse_edge_block@0", "reverse_edge_block_race@0",
                  "pooled_events_across_device_reset@0",
                  "consumer_capturing@0", "consumer_capturing_race@0"):
         assert name in names
     assert all(callable(c[2]) for c in gpu_cases.CASES)
+
+
+def test_runtime_helper_is_the_one_caibridge_uses(script):
+    """The cases read errors left pending from caibridge's own runtime: a
+    framework's copy of libcudart keeps its own error state."""
+    import gpu_cases
+    rt = gpu_cases.Runtime()
+    assert rt.lib._name == caibridge._core._runtime_info()["path"]
+    assert isinstance(rt.pending_error(), int)
 
 
 def test_without_a_gpu_one_skip_line_and_success():

@@ -19,6 +19,8 @@ import subprocess
 import re
 import sys
 import threading
+import time
+import weakref
 
 import numpy as np
 
@@ -320,6 +322,19 @@ class Spinner:
                          self.cupy.int64(cycles), self.cupy.float32(value)))
 
 
+def warm(torch, stream):
+    """Launches once, on stream, the kernels the timed cases use: under
+    lazy module loading (CUDA's default) a kernel's first launch may wait
+    for the whole context, which would end the consumer's long kernel
+    before the release it is meant to outlast."""
+    with torch.cuda.stream(stream):
+        y = torch.zeros(N, device="cuda:0")
+        y.fill_(1.0)
+        y.sum()
+        torch.cuda._sleep(1)
+    torch.cuda.synchronize()
+
+
 def slow_fill(torch, x, value, stream):
     """torch: on stream, a long kernel and then x.fill_(value)."""
     with torch.cuda.stream(stream):
@@ -606,7 +621,10 @@ def exchange_read(torch, x, a, b, ordered):
                                             ctypes.byref(stream)) != 0:
         raise AssertionError("current_work_stream failed")
     capsule = new(out.value, b"dltensor_versioned", None)
-    reported = torch.cuda.ExternalStream(stream.value)
+    # 1 is the legacy default stream, torch's default stream (handle 0),
+    # which torch.cuda.ExternalStream refuses to wrap.
+    reported = (torch.cuda.default_stream() if stream.value == 1
+                else torch.cuda.ExternalStream(stream.value))
     with torch.cuda.stream(reported):
         total = torch.from_dlpack(capsule).sum()
     return total, reported
@@ -795,84 +813,93 @@ def thread_runs_during_a_host_wait(libs, device):
 
 # ---- the reverse edge ----
 
-def reverse_edge(libs, producer_stream, ordered, repeats):
-    """torch reads x on B behind a long kernel and releases it; the
-    producer then overwrites x on its stream.  The read sees the old values
-    when the release ordered the producer after it."""
+def reverse_edge(libs, block, repeats):
+    """torch reads x on its default stream (stream 1, which a release may
+    name) behind a long kernel and releases it; the producer then
+    overwrites x on its own stream A.  With CAIBRIDGE_RELEASE=block the
+    release has the host wait for the read, so the write comes after it
+    and the read sees the old values.  By default (poll) nothing waits:
+    the release keeps the producer's object until the read has run, not
+    its stream, so an in-place write can overtake the read (the release
+    rules of docs/cuda.rst)."""
     torch = libs.torch
-    a = torch.cuda.Stream() if producer_stream == "handle" else None
-    b = torch.cuda.Stream()
-    handle = a.cuda_stream if a is not None else 1
+    caibridge._core._set_release_blocking(block)
+    a = torch.cuda.Stream()
+    default = torch.cuda.default_stream()
     x = torch.zeros(N, device="cuda:0")
     right = 0
     for _ in range(repeats):
         x.fill_(7.0)
         torch.cuda.synchronize()
-        view = caibridge.as_dlpack(CAI(x, x.data_ptr(), (N,), stream=handle),
-                                   sync=ordered)
-        with torch.cuda.stream(b):
+        view = caibridge.as_dlpack(
+            CAI(x, x.data_ptr(), (N,), stream=a.cuda_stream))
+        with torch.cuda.stream(default):
             t = torch.from_dlpack(view)
             torch.cuda._sleep(SLEEP_CYCLES)
             out = t.sum()
         del t                                      # the release
-        with torch.cuda.stream(a if a is not None else
-                               torch.cuda.default_stream()):
+        with torch.cuda.stream(a):
             x.fill_(9.0)
-        b.synchronize()
+        default.synchronize()
         right += int(out.item() == 7.0 * N)
         torch.cuda.synchronize()
     return right
 
 
-for _producer_stream in ("handle", "legacy"):
-    def _ordered(libs, device, _s=_producer_stream):
-        right = reverse_edge(libs, _s, True, 20)
-        return right == 20, f"{right} of 20 reads saw the old values"
-
-    def _unordered(libs, device, _s=_producer_stream):
-        right = reverse_edge(libs, _s, False, 10)
-        if right == 10:
-            raise Skip("the race window was not hit in 10 repeats")
-        return True, None
-    _ordered.__name__ = f"reverse_edge_{_producer_stream}"
-    _unordered.__name__ = f"reverse_edge_{_producer_stream}_race"
-    case(f"reverse edge, producer's {_producer_stream} stream: its later "
-         "write waits for the consumer's read")(_ordered)
-    case(f"reverse edge, producer's {_producer_stream} stream, sync=False: "
-         "the race is seen")(_unordered)
+@case("reverse edge, CAIBRIDGE_RELEASE=block, consumer on stream 1: the "
+      "producer's later write on its own stream waits for the consumer's "
+      "read")
+def reverse_edge_block(libs, device):
+    right = reverse_edge(libs, True, 20)
+    return right == 20, f"{right} of 20 reads saw the old values"
 
 
-@case("the producer destroys its stream (CuPy) before the consumer "
-      "releases: the release, which cannot name it, has the host wait for "
-      "the consumer's read, whose values are right")
+@case("reverse edge, default release (poll), consumer on stream 1: "
+      "nothing waits, so the producer's in-place write can overtake the "
+      "read (the race is seen: what block is for)")
+def reverse_edge_block_race(libs, device):
+    right = reverse_edge(libs, False, 10)
+    if right == 10:
+        raise Skip("the race window was not hit in 10 repeats")
+    diag(f"poll release: the write overtook the read in {10 - right} of 10")
+    return True, None
+
+
+@case("the producer destroys its stream (CuPy) before the consumer on "
+      "stream 1 releases: the release never names it, returns before the "
+      "consumer's read has run, leaves no error pending, and the read's "
+      "values are right")
 def destroyed_producer_stream(libs, device):
-    """caibridge clears the errors it causes, so an error code proves
-    nothing here: the data does.  The consumer's read runs on B behind a
-    long kernel; A is destroyed; the release cannot queue the reverse edge
-    on A, so the host waits for B instead: B is done when `del` returns,
-    and the read saw the producer's values."""
+    """The consumer's read runs on torch's default stream behind a long
+    kernel; A is destroyed; the release records on stream 1 only (the
+    producer's stream is never named at release) and waits for nothing."""
     cupy, torch = libs.cupy, libs.torch
+    rt = Runtime()
     spinner = Spinner(cupy)
     x = cupy.zeros(N, dtype=cupy.float32)
     cupy.cuda.Device().synchronize()
     a = cupy.cuda.Stream(non_blocking=True)
-    b = torch.cuda.Stream()
+    default = torch.cuda.default_stream()
+    warm(torch, default)
     spinner.fill(x.data.ptr, N, 4.0, a)
     view = caibridge.as_dlpack(CAI(x, x.data.ptr, (N,), stream=a.ptr))
-    with torch.cuda.stream(b):
+    with torch.cuda.stream(default):
         t = torch.from_dlpack(view)
-        torch.cuda._sleep(SLEEP_CYCLES)
+        torch.cuda._sleep(SLEEP_CYCLES * 10)
         out = t.sum()
     del view
     a = None                  # CuPy destroys the stream with its object
     gc.collect()
+    queued = not default.query()
     del t                     # the release: a must not be named
-    read_done = b.query()
+    read_running = not default.query()
+    pending = rt.pending_error()
     torch.cuda.synchronize()
     total = out.item()
-    return total == 4.0 * N and read_done, \
-        f"sum {total} (want {4.0 * N}); consumer's read done at release: " \
-        f"{read_done}"
+    return total == 4.0 * N and queued and read_running and pending == 0, \
+        f"sum {total} (want {4.0 * N}); consumer's read queued before the " \
+        f"release: {queued}, still running after it: {read_running}; " \
+        f"error left pending {pending}"
 
 
 @case("the consumer's stream (CuPy) destroyed before its tensor is "
@@ -896,7 +923,7 @@ def destroyed_consumer_stream(libs, device):
     b = None                  # CuPy destroys the stream with its object
     gc.collect()
     del t, view               # the release names the consumer's stream
-    pending = cupy.cuda.runtime.getLastError()
+    pending = Runtime().pending_error()
     c = torch.cuda.Stream()
     spinner.fill(x.data.ptr, N, 5.0, a)
     with torch.cuda.stream(c):
@@ -927,11 +954,12 @@ def non_blocking_release(libs, device):
     returns in a fraction of a kernel of measured length, while the
     producer object (watched through a weakref) stays alive until the
     consumer's stream is done, and is let go after."""
-    import time
-    import weakref
     torch = libs.torch
-    a, b = torch.cuda.Stream(), torch.cuda.Stream()
+    # The consumer on torch's default stream: stream 1, which the release
+    # names (a side stream's handle takes no reverse edge).
+    a, b = torch.cuda.Stream(), torch.cuda.default_stream()
     cycles = SLEEP_CYCLES * 10
+    warm(torch, b)
     length = kernel_seconds(torch, b, cycles)
     x = torch.zeros(N, device="cuda:0")
     torch.cuda.synchronize()
@@ -961,20 +989,61 @@ def non_blocking_release(libs, device):
         f"while the kernel ran: {kept}; let go after: {freed}"
 
 
+@case("torch on a side stream (an integer handle) releases: the handle is "
+      "never named, so the producer goes at once, with no error left")
+def side_stream_release(libs, device):
+    """The release rules' row for torch on a side stream: the handle may
+    be gone by the release, so it takes no reverse edge and keeps nothing;
+    torch orders its own work before it frees."""
+    torch = libs.torch
+    rt = Runtime()
+    a, b = torch.cuda.Stream(), torch.cuda.Stream()
+    warm(torch, b)
+    x = torch.zeros(N, device="cuda:0")
+    torch.cuda.synchronize()
+    producer = CAI(x, x.data_ptr(), (N,), stream=a.cuda_stream)
+    alive = weakref.ref(producer)
+    view = caibridge.as_dlpack(producer)
+    del producer
+    with torch.cuda.stream(b):
+        t = torch.from_dlpack(view)
+        torch.cuda._sleep(SLEEP_CYCLES * 10)
+        out = t.sum()
+    queued = not b.query()
+    del view, t               # the release
+    at_once = alive() is None
+    # A deleter that torch runs without the GIL hands the drop to the
+    # interpreter's next pending call: a moment, well inside the read.
+    deadline = time.monotonic() + 0.05
+    while alive() is not None and time.monotonic() < deadline:
+        time.sleep(0.001)
+    gone, running = alive() is None, not b.query()
+    pending = rt.pending_error()
+    b.synchronize()
+    diag(f"side-stream release: producer gone before the next bytecode: "
+         f"{at_once}")
+    return queued and gone and running and pending == 0 and \
+        out.item() == 0.0, \
+        f"read queued before the release: {queued}; producer gone within " \
+        f"50 ms: {gone}; read still running then: {running}; error left " \
+        f"pending {pending}; sum {out.item()}"
+
+
 class Runtime:
-    """The libcudart caibridge uses (found in this process's maps), for
-    what the frameworks cannot survive: a device reset."""
+    """The libcudart caibridge uses (another copy in the process keeps its
+    own error state), for what the frameworks cannot survive or do not
+    expose: a device reset, the error left pending."""
 
     def __init__(self):
-        path = None
-        with open("/proc/self/maps", encoding="utf-8") as maps:
-            for line in maps:
-                if "libcudart" in line:
-                    path = line.split()[-1]
-                    break
-        if path is None:
-            raise Skip("no libcudart loaded in this process")
+        try:
+            path = caibridge._core._runtime_info()["path"]
+        except caibridge.CUDAError as e:
+            raise Skip(f"caibridge found no CUDA runtime: {e}") from e
         self.lib = ctypes.CDLL(path)
+
+    def pending_error(self):
+        """The error left pending on this thread, not cleared."""
+        return self.lib.cudaPeekAtLastError()
 
     def check(self, call, *args):
         rc = getattr(self.lib, call)(*args)
