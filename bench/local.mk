@@ -44,6 +44,9 @@ bench:
 
 .PHONY: bench
 EXTRA_DIST += bench/bench.py
+# On a GPU only: hand-over time beside CuPy's and torch's own __dlpack__
+# (python bench/bench-gpu.py after pip install .).
+EXTRA_DIST += bench/bench-gpu.py
 CLEANFILES += bench/bench.csv bench/bench.png bench/callgrind.out.*
 
 # The speed targets in instructions on each of pyenv's CPythons (3.11.7,

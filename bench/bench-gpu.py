@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Hand-over cost on a real GPU, caibridge beside the peers, in one run.
+
+    python bench/bench-gpu.py [--seconds S]
+
+Each row is a cross-stream round trip a user makes: the producer's data
+(work pending on its stream A) handed to torch on its current stream,
+consumed (a tiny kernel) and released.  Rows are timed round-robin, in
+repeats of about S seconds each, and the median microseconds per round
+trip on the host is printed with its spread (IQR as % of the median); the
+GPU is synchronized between repeats, never inside one.  caibridge's rows
+go through as_dlpack (device looked up, or given); the peer rows are
+CuPy's and torch's own __dlpack__ with the same streams, so the difference
+is the bridge.  Without a GPU it prints why and exits 0.
+"""
+import argparse
+import statistics
+import sys
+import time
+
+N = 1 << 10          # small: the hand-over, not the kernel, is measured
+
+
+class CAI:
+    def __init__(self, base, ptr, stream):
+        self.base = base
+        self.__cuda_array_interface__ = {
+            "data": (ptr, False), "shape": (N,), "typestr": "<f4",
+            "version": 3, "stream": stream}
+
+
+def rows(torch, cupy, caibridge, consumer):
+    a = torch.cuda.Stream()
+    x = torch.zeros(N, device="cuda:0")
+    ca = cupy.cuda.Stream(non_blocking=True)
+    with ca:
+        y = cupy.zeros(N, dtype=cupy.float32)
+    dev = (2, 0)
+
+    def consume(obj):
+        with torch.cuda.stream(consumer):
+            t = torch.from_dlpack(obj)
+            t.add_(0)                     # one tiny kernel on the data
+        del t                             # the release
+
+    def via_caibridge():
+        consume(caibridge.as_dlpack(CAI(x, x.data_ptr(), a.cuda_stream)))
+
+    def via_caibridge_device():
+        consume(caibridge.as_dlpack(CAI(x, x.data_ptr(), a.cuda_stream),
+                                    device=dev))
+
+    def cupy_own():
+        with ca:
+            consume(y)
+
+    def torch_own():
+        with torch.cuda.stream(a):
+            consume(x)
+    return [("caibridge.as_dlpack(CAI producer on A)", via_caibridge),
+            ("caibridge.as_dlpack(..., device=(2, 0))", via_caibridge_device),
+            ("CuPy's own __dlpack__ (array on A)", cupy_own),
+            ("torch's own __dlpack__ (tensor on A)", torch_own)]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=0.02)
+    ap.add_argument("--repeats", type=int, default=41)
+    args = ap.parse_args()
+    try:
+        import cupy
+        import torch
+        import caibridge
+        if not torch.cuda.is_available():
+            raise RuntimeError("torch sees no CUDA device")
+    except Exception as e:  # noqa: BLE001 - the reason is the output
+        print(f"no GPU run: {e}")
+        return 0
+    print(f"{torch.cuda.get_device_name(0)}; torch {torch.__version__}, "
+          f"CuPy {cupy.__version__}, caibridge {caibridge.__version__}")
+    for name, consumer in (("torch's default stream (stream=1)",
+                            torch.cuda.default_stream()),
+                           ("a torch side stream (a handle)",
+                            torch.cuda.Stream())):
+        cases = rows(torch, cupy, caibridge, consumer)
+        times = {label: [] for label, _ in cases}
+        for _, fn in cases:               # warm: kernels, pools, events
+            for _ in range(50):
+                fn()
+        torch.cuda.synchronize()
+        for _ in range(args.repeats):
+            for label, fn in cases:
+                n, start = 0, time.perf_counter()
+                while time.perf_counter() - start < args.seconds:
+                    fn()
+                    n += 1
+                times[label].append((time.perf_counter() - start) / n)
+                torch.cuda.synchronize()
+                caibridge._core._release_poll()
+        print(f"\nconsumer on {name}: us per round trip (median, spread)")
+        base = statistics.median(times[cases[0][0]])
+        for label, _ in cases:
+            t = sorted(times[label])
+            med = statistics.median(t)
+            q = statistics.quantiles(t, n=4)
+            print(f"  {label:44s} {med * 1e6:7.2f} us  "
+                  f"{(q[2] - q[0]) / med * 100:4.0f}%  "
+                  f"{med / base:5.2f}x caibridge")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
