@@ -946,6 +946,24 @@ def kernel_seconds(torch, stream, cycles):
     return start.elapsed_time(end) / 1000.0
 
 
+def long_read(torch, a, b, cycles):
+    """A producer with work on A, watched by a weakref, handed to torch,
+    which reads it on B behind a kernel of `cycles`: (its memory, kept
+    apart from the producer's life; the weakref; the tensor; its sum).
+    Only the tensor holds the view then."""
+    x = torch.zeros(N, device="cuda:0")
+    torch.cuda.synchronize()
+    producer = CAI(x, x.data_ptr(), (N,), stream=a.cuda_stream)
+    alive = weakref.ref(producer)
+    view = caibridge.as_dlpack(producer)
+    del producer
+    with torch.cuda.stream(b):
+        t = torch.from_dlpack(view)
+        torch.cuda._sleep(cycles)
+        out = t.sum()
+    return x, alive, t, out
+
+
 @case("non-blocking release: `del` of the consumer's tensor returns long "
       "before the consumer's kernel ends, and the producer is kept alive "
       "until that kernel is done")
@@ -961,17 +979,7 @@ def non_blocking_release(libs, device):
     cycles = SLEEP_CYCLES * 10
     warm(torch, b)
     length = kernel_seconds(torch, b, cycles)
-    x = torch.zeros(N, device="cuda:0")
-    torch.cuda.synchronize()
-    producer = CAI(x, x.data_ptr(), (N,), stream=a.cuda_stream)
-    alive = weakref.ref(producer)
-    view = caibridge.as_dlpack(producer)
-    del producer
-    with torch.cuda.stream(b):
-        t = torch.from_dlpack(view)
-        torch.cuda._sleep(cycles)
-        out = t.sum()
-    del view
+    x, alive, t, out = long_read(torch, a, b, cycles)
     start = time.monotonic()
     del t                     # the release
     took = time.monotonic() - start
@@ -993,24 +1001,15 @@ def non_blocking_release(libs, device):
       "never named, so the producer goes at once, with no error left")
 def side_stream_release(libs, device):
     """The release rules' row for torch on a side stream: the handle may
-    be gone by the release, so it takes no reverse edge and keeps nothing;
-    torch orders its own work before it frees."""
+    be gone by the release, so it takes no reverse edge and keeps nothing,
+    while torch's read may still run."""
     torch = libs.torch
     rt = Runtime()
     a, b = torch.cuda.Stream(), torch.cuda.Stream()
     warm(torch, b)
-    x = torch.zeros(N, device="cuda:0")
-    torch.cuda.synchronize()
-    producer = CAI(x, x.data_ptr(), (N,), stream=a.cuda_stream)
-    alive = weakref.ref(producer)
-    view = caibridge.as_dlpack(producer)
-    del producer
-    with torch.cuda.stream(b):
-        t = torch.from_dlpack(view)
-        torch.cuda._sleep(SLEEP_CYCLES * 10)
-        out = t.sum()
+    x, alive, t, out = long_read(torch, a, b, SLEEP_CYCLES * 10)
     queued = not b.query()
-    del view, t               # the release
+    del t                     # the release
     at_once = alive() is None
     # A deleter that torch runs without the GIL hands the drop to the
     # interpreter's next pending call: a moment, well inside the read.
