@@ -13,7 +13,7 @@ import weakref
 import pytest
 
 from test_exchange_streams import handed_out, release
-from test_race import LEGACY, NEW, double, tl  # noqa: F401
+from test_race import LEGACY, NEW, double, on_new_thread, tl  # noqa: F401
 from test_streams import release_capsule
 from timeline_double import CAIArray, caibridge
 
@@ -251,8 +251,6 @@ def test_stream_2_released_on_another_thread_keeps_nothing(tl):
     is made and the producer goes without waiting for anything, even while
     that other stream 2 is busy (naming it would keep the producer for
     unrelated work)."""
-    import threading
-
     src = tl.buffer()
     a = tl.stream()
     view, alive = view_of(src, a)
@@ -264,9 +262,7 @@ def test_stream_2_released_on_another_thread_keeps_nothing(tl):
         tl.fill(2, tl.buffer(), NEW, gate)          # that thread's stream 2
         release_capsule(held[0])
 
-    t = threading.Thread(target=elsewhere)
-    t.start()
-    t.join()
+    on_new_thread(elsewhere)
     held.clear()
     caibridge._core._release_poll()
     gc.collect()
