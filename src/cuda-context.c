@@ -44,8 +44,10 @@ void cai_ctx_restore(struct op *op)
             op->restore_call = "cuCtxSetCurrent";
     } else if (op->device_switched) {
         rc = cai_rt.set_device(op->device_before);
-        if (rc != cudaSuccess)
+        if (rc != cudaSuccess) {
             op->restore_call = "cudaSetDevice";
+            op->runtime_failed = 1;
+        }
     }
     if (rc != CUDA_SUCCESS)
         op->restore_rc = rc;

@@ -1,6 +1,6 @@
 /*
  * One CUDA operation's bookkeeping and how its failure is reported: the
- * first failed call, a failed restore, the error pending before it.
+ * first failed call and a failed restore.
  */
 #include "config.h"
 
@@ -59,23 +59,37 @@ int cai_op_begin(struct op *op, const char *field, cai_error_t *err)
 
     memset(op, 0, sizeof *op);
     op->field = field;
-    if (status != 0)
-        return status;
-    op->pending = cai_rt.peek_at_last_error();
-    /* "Not ready" is an answer (a framework's cudaEventQuery), not a
-     * failure: it is no one's error to keep. */
-    if (op->pending == cudaErrorNotReady)
-        op->pending = cudaSuccess;
-    return 0;
+    return status;
 }
 
 int cai_op_failed(struct op *op, const char *call, int rc)
 {
-    if (op->call == NULL && rc != CUDA_SUCCESS) {
+    if (rc == CUDA_SUCCESS)
+        return 0;
+    /* A failed runtime call (cuda*, not the driver's cu*) is now the
+     * thread's last error. */
+    if (strncmp(call, "cuda", 4) == 0)
+        op->runtime_failed = 1;
+    if (op->call == NULL) {
         op->call = call;
         op->rc = rc;
     }
-    return rc != CUDA_SUCCESS;
+    return 1;
+}
+
+/* The runtime keeps only the latest error, which a failed call of ours
+ * has replaced: cleared while it is still one we caused, so that the
+ * framework's next launch check does not report it as its own.  Asked
+ * only after a failure: a look before every operation would cost a call
+ * each time. */
+void cai_op_clear_error(struct op *op, int rc)
+{
+    cudaError_t last = cai_rt.peek_at_last_error();
+
+    if (last != cudaSuccess && (last == (cudaError_t)rc ||
+                                last == (cudaError_t)op->rc ||
+                                last == cudaErrorNotReady))
+        cai_rt.get_last_error();
 }
 
 /* Why the driver says "no": the version it reports, 0 when none. */
@@ -110,10 +124,8 @@ int cai_op_end(struct op *op, cai_error_t *err)
     }
     status = means_no_driver(op->rc) ? CAI_ENOCUDA : CAI_ECUDA;
     text = cai_rt.get_error_string((cudaError_t)op->rc);
-    /* Ours is cleared so the framework's next launch check does not report
-     * it as its own; an error already pending is the framework's. */
-    if (op->pending == cudaSuccess)
-        cai_rt.get_last_error();
+    if (op->runtime_failed)
+        cai_op_clear_error(op, op->restore_rc);
     if (op->restore_call != NULL)
         snprintf(restore, sizeof restore,
                  "; restoring the caller's "
@@ -131,11 +143,6 @@ int cai_op_end(struct op *op, cai_error_t *err)
         snprintf(hint, sizeof hint,
                  "; a sticky error: it may come from "
                  "earlier asynchronous work (a kernel), not this call");
-    else if (op->pending != cudaSuccess)
-        snprintf(hint, sizeof hint,
-                 "; CUDA error %d was already pending "
-                 "before this call",
-                 (int)op->pending);
     return cai_fail(
         err, status, op->field, "%s failed: %s (CUDA error %d)%s%s", op->call,
         text != NULL ? text : "no description", op->rc, restore, hint);

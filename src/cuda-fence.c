@@ -473,13 +473,14 @@ static void CUDART_CB notify(void *unused)
  * call covers a failure, whose error is not left behind. */
 static void queue_notice(struct op *op, intptr_t stream)
 {
+    cudaError_t rc;
+
     if (__atomic_load_n(&notifier, __ATOMIC_ACQUIRE) == NULL ||
         cai_rt.launch_host_func == NULL)
         return;
-    if (cai_rt.launch_host_func(cai_stream_handle(stream), notify, NULL) !=
-            cudaSuccess &&
-        op->pending == cudaSuccess)
-        cai_rt.get_last_error();
+    rc = cai_rt.launch_host_func(cai_stream_handle(stream), notify, NULL);
+    if (rc != cudaSuccess)
+        cai_op_clear_error(op, rc);
 }
 
 /* Records the reverse edge's event on consumer_stream into *back, within
@@ -637,9 +638,15 @@ static struct pending *take_done(struct op *op, int wait)
     cudaError_t rc;
 
     /* A query's "not ready" would replace an error the framework has
-     * pending: the poll waits for a later call. */
-    if (!wait && op->pending != cudaSuccess)
+     * pending (the runtime keeps only the latest): the poll waits for a
+     * later call.  A stale "not ready" is an answer, no one's error. */
+    if (cai_release_pending_count() == 0)
         return NULL;
+    if (!wait) {
+        rc = cai_rt.peek_at_last_error();
+        if (rc != cudaSuccess && rc != cudaErrorNotReady)
+            return NULL;
+    }
     pthread_mutex_lock(&pending_lock);
     for (at = &pending_head; (p = *at) != NULL;) {
         if (!p->fresh && !fence_context_alive(op, &p->back)) {
@@ -664,9 +671,9 @@ static struct pending *take_done(struct op *op, int wait)
         __atomic_sub_fetch(&pending_count, 1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&pending_lock);
-    /* "Not ready" is an answer, not an error: none is left behind unless
-     * one was pending before (the framework's). */
-    if (not_ready && op->pending == cudaSuccess)
+    /* "Not ready" is an answer, not an error: none is left behind (none
+     * other was pending, as the peek above found). */
+    if (not_ready)
         cai_rt.get_last_error();
     return done;
 }

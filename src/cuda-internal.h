@@ -41,10 +41,10 @@ int cai_synchronize(intptr_t stream, cai_error_t *err);
 
 /* The runtime's entry points.  cudaSetDevice makes the data's device
  * current for the default streams 1 and 2 (the caller's context is put
- * back with the driver).  cudaGetLastError clears an error caibridge
- * caused and reported; cudaPeekAtLastError first tells whether one was
- * already pending, which is then left alone.  cudaDriverGetVersion tells
- * "no driver" from "driver too old". */
+ * back with the driver).  After a failure, cudaPeekAtLastError tells
+ * whether the last error is still the one caibridge caused, which
+ * cudaGetLastError then clears.  cudaDriverGetVersion tells "no driver"
+ * from "driver too old". */
 struct cudart {
     cudaError_t(CUDARTAPI *pointer_get_attributes)(
         struct cudaPointerAttributes *, const void *);
@@ -111,7 +111,8 @@ int cai_have_driver(void);
 
 /*
  * One caibridge operation: its first failed call, a failed restore of the
- * caller's context, and the error that was pending before it started.
+ * caller's context, and whether a runtime call failed (so set the thread's
+ * last error).
  */
 struct op {
     const char *field;
@@ -119,7 +120,7 @@ struct op {
     int rc;
     const char *restore_call;
     int restore_rc;
-    cudaError_t pending;
+    int runtime_failed;
     CUcontext saved; /* the caller's context */
     CUcontext now;   /* the one current now */
     int have_saved, switched;
@@ -136,6 +137,7 @@ struct op {
 int cai_op_begin(struct op *op, const char *field, cai_error_t *err);
 int cai_op_failed(struct op *op, const char *call, int rc);
 int cai_op_end(struct op *op, cai_error_t *err);
+void cai_op_clear_error(struct op *op, int rc);
 
 /* cuda-context.c */
 int cai_ctx_save(struct op *op);

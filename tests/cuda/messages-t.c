@@ -114,10 +114,29 @@ static void sticky_and_pending(void)
     cuda->fail("cudaStreamWaitEvent", cudaErrorInvalidValue);
     rc = cai_cuda_order(&desc, CONSUMER_STREAM, &err);
     is_int(CAI_ECUDA, rc, "pending error, then ours: CAI_ECUDA");
+    /* The runtime keeps the latest error only: ours replaced it. */
+    is_int(cudaSuccess, cuda->pending_error(),
+           "pending error, then ours: ours (the latest) is cleared");
+    contains(err.message, "cudaStreamWaitEvent failed",
+             "pending error, then ours: ours is the one reported");
+
+    /* A driver call's failure is no runtime error: nothing is cleared. */
+    cuda->reset();
+    cuda->set_pending_error(cudaErrorInvalidConfiguration);
+    cuda->fail("cuStreamGetCtx", CUDA_ERROR_INVALID_HANDLE);
+    rc = cai_cuda_order(&desc, CONSUMER_STREAM, &err);
+    is_int(CAI_ECUDA, rc, "pending error, then a driver call fails: CAI_ECUDA");
+    is_int(cudaErrorInvalidConfiguration, cuda->pending_error(),
+           "pending error, then a driver call fails: the framework's error "
+           "is still pending");
     ok(strstr(cuda->log(), "cudaGetLastError") == NULL,
-       "the last error is not cleared when one was pending before");
-    contains(err.message, "already pending",
-             "the message says an error was already pending");
+       "pending error, then a driver call fails: nothing is cleared");
+
+    /* Success asks nothing about the last error. */
+    cuda->reset();
+    rc = cai_cuda_order(&desc, CONSUMER_STREAM, &err);
+    ok(rc == CAI_OK && strstr(cuda->log(), "LastError") == NULL,
+       "an operation that succeeds never asks for the last error");
 }
 
 /* The runtime's "insufficient driver" told apart by the driver's version

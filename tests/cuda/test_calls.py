@@ -11,11 +11,11 @@ import pytest
 
 # The ceilings this code meets (runtime + driver calls per round trip).
 CEILINGS = {
-    "cross-stream, consumer stream 1": 21,
-    "cross-stream, consumer stream handle": 14,
-    "producer on 1, consumer stream handle": 13,
-    "same stream": 9,
-    "CAI producer with no stream, device looked up": 3,
+    "cross-stream, consumer stream 1": 18,
+    "cross-stream, consumer stream handle": 11,
+    "producer on 1, consumer stream handle": 10,
+    "same stream": 7,
+    "CAI producer with no stream, device looked up": 2,
     "__array_interface__ producer": 0,
 }
 
