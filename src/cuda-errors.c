@@ -86,9 +86,9 @@ void cai_op_clear_error(struct op *op, int rc)
 {
     cudaError_t last = cai_rt.peek_at_last_error();
 
-    if (last != cudaSuccess && (last == (cudaError_t)rc ||
-                                last == (cudaError_t)op->rc ||
-                                last == cudaErrorNotReady))
+    if (last != cudaSuccess &&
+        (last == (cudaError_t)rc || last == (cudaError_t)op->rc ||
+         last == cudaErrorNotReady))
         cai_rt.get_last_error();
 }
 

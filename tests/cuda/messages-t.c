@@ -125,7 +125,8 @@ static void sticky_and_pending(void)
     cuda->set_pending_error(cudaErrorInvalidConfiguration);
     cuda->fail("cuStreamGetCtx", CUDA_ERROR_INVALID_HANDLE);
     rc = cai_cuda_order(&desc, CONSUMER_STREAM, &err);
-    is_int(CAI_ECUDA, rc, "pending error, then a driver call fails: CAI_ECUDA");
+    is_int(CAI_ECUDA, rc,
+           "pending error, then a driver call fails: CAI_ECUDA");
     is_int(cudaErrorInvalidConfiguration, cuda->pending_error(),
            "pending error, then a driver call fails: the framework's error "
            "is still pending");

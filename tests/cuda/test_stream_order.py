@@ -229,7 +229,7 @@ def test_zero_size_array_takes_the_current_device(cuda):
     cuda.current_device(2)
     view = caibridge.as_dlpack(DeviceArray(ptr=0, shape=(0,)))
     assert view.__dlpack_device__() == (KDLCUDA, 2)
-    assert cuda.log() == [                          "cuCtxGetCurrent() = P2", "cuCtxGetDevice() = 2"]
+    assert cuda.log() == ["cuCtxGetCurrent() = P2", "cuCtxGetDevice() = 2"]
 
 
 def test_explicit_device_skips_the_lookup(cuda):
