@@ -77,21 +77,6 @@ int cai_op_failed(struct op *op, const char *call, int rc)
     return 1;
 }
 
-/* The runtime keeps only the latest error, which a failed call of ours
- * has replaced: cleared while it is still one we caused, so that the
- * framework's next launch check does not report it as its own.  Asked
- * only after a failure: a look before every operation would cost a call
- * each time. */
-void cai_op_clear_error(struct op *op, int rc)
-{
-    cudaError_t last = cai_rt.peek_at_last_error();
-
-    if (last != cudaSuccess &&
-        (last == (cudaError_t)rc || last == (cudaError_t)op->rc ||
-         last == cudaErrorNotReady))
-        cai_rt.get_last_error();
-}
-
 /* Why the driver says "no": the version it reports, 0 when none. */
 static void describe_driver(char *out, size_t size)
 {
@@ -124,8 +109,13 @@ int cai_op_end(struct op *op, cai_error_t *err)
     }
     status = means_no_driver(op->rc) ? CAI_ENOCUDA : CAI_ECUDA;
     text = cai_rt.get_error_string((cudaError_t)op->rc);
+    /* CUDA overwrites the thread's last error at each failure, so after
+     * a failed runtime call of ours it is ours: cleared, so that the
+     * framework's next launch check does not report it as its own.  It is
+     * never looked at before an operation, which would cost a call each
+     * time; a driver call's failure leaves it as it was. */
     if (op->runtime_failed)
-        cai_op_clear_error(op, op->restore_rc);
+        cai_rt.get_last_error();
     if (op->restore_call != NULL)
         snprintf(restore, sizeof restore,
                  "; restoring the caller's "

@@ -288,36 +288,65 @@ static int op_finish(struct op *op, const char *whose, const char *refusal,
     return status;
 }
 
-int cai_record_fence(const cai_desc_t *producer, cai_fence_t **out,
-                     cai_error_t *err)
+/* cai_record_fence within op, which this ends; the caller's context is
+ * looked at only when op has not yet saved it. */
+static int record_fence_in(struct op *op, const cai_desc_t *producer,
+                           cai_fence_t **out, cai_error_t *err)
 {
     struct cai_fence *fence;
-    struct op op;
     int status;
 
-    status = cai_op_begin(&op, "stream", err);
-    if (status != 0)
-        return status;
     fence = calloc(1, sizeof *fence);
     if (fence == NULL)
         return cai_fail(err, CAI_ENOMEM, "stream", "no memory for a fence");
-    if (cai_ctx_save(&op) == 0)
-        record_in(&op, producer->stream, producer->device, NULL, fence);
+    if (op->have_saved || cai_ctx_save(op) == 0)
+        record_in(op, producer->stream, producer->device, NULL, fence);
     /* Destroyed before the restore, so its context is not left current. */
-    if (op.call != NULL)
-        destroy_in(&op, fence);
-    cai_ctx_restore(&op);
-    if (op.restore_call != NULL) {
-        destroy_in(&op, fence);
-        cai_ctx_restore(&op);
+    if (op->call != NULL)
+        destroy_in(op, fence);
+    cai_ctx_restore(op);
+    if (op->restore_call != NULL) {
+        destroy_in(op, fence);
+        cai_ctx_restore(op);
     }
-    status = cai_op_end(&op, err);
+    status = cai_op_end(op, err);
     if (status != 0 || fence->event == NULL) {
         free(fence);
         return status;
     }
     *out = fence;
     return 0;
+}
+
+int cai_record_fence(const cai_desc_t *producer, cai_fence_t **out,
+                     cai_error_t *err)
+{
+    struct op op;
+    int status = cai_op_begin(&op, "stream", err);
+
+    if (status != 0)
+        return status;
+    return record_fence_in(&op, producer, out, err);
+}
+
+/* The data located, then (order set, and the data is memory of CUDA) the
+ * fence recorded, in one operation: one look at the caller's context. */
+int cai_locate_record(cai_desc_t *desc, int order, cai_fence_t **out,
+                      cai_error_t *err)
+{
+    struct op op;
+    int status = cai_op_begin(&op, "data", err);
+
+    if (status != 0)
+        return status;
+    status = cai_locate_in(&op, desc->data, 0, &desc->device, err);
+    if (status != 0 || !order ||
+        (desc->device.device_type != kDLCUDA &&
+         desc->device.device_type != kDLCUDAHost &&
+         desc->device.device_type != kDLCUDAManaged))
+        return status;
+    op.field = "stream";
+    return record_fence_in(&op, desc, out, err);
 }
 
 int cai_wait_fence(const cai_fence_t *fence, intptr_t consumer,
@@ -467,20 +496,19 @@ static void CUDART_CB notify(void *unused)
         fn();
 }
 
-/* After a deferred release's record, within op (the consumer's stream's
- * context current): a host function there tells the notifier, so the
+/* After a deferred release's record (the consumer's stream's context
+ * current): a host function there tells the notifier, so the
  * producer goes without a further call.  Best effort: a poll at the next
  * call covers a failure, whose error is not left behind. */
-static void queue_notice(struct op *op, intptr_t stream)
+static void queue_notice(intptr_t stream)
 {
-    cudaError_t rc;
-
     if (__atomic_load_n(&notifier, __ATOMIC_ACQUIRE) == NULL ||
         cai_rt.launch_host_func == NULL)
         return;
-    rc = cai_rt.launch_host_func(cai_stream_handle(stream), notify, NULL);
-    if (rc != cudaSuccess)
-        cai_op_clear_error(op, rc);
+    /* Its failure is now the thread's last error: ours, so cleared. */
+    if (cai_rt.launch_host_func(cai_stream_handle(stream), notify, NULL) !=
+        cudaSuccess)
+        cai_rt.get_last_error();
 }
 
 /* Records the reverse edge's event on consumer_stream into *back, within
@@ -589,7 +617,7 @@ int cai_fence_release_owner_at(const cai_fence_t *fence,
             cai_op_failed(&op, "cudaEventSynchronize",
                           host_wait_event(back.event));
         } else if ((p = malloc(sizeof *p)) != NULL) {
-            queue_notice(&op, consumer_stream);
+            queue_notice(consumer_stream);
             p->back = back;
             p->fresh = 1;
             p->owner = owner;

@@ -20,6 +20,8 @@ int cai_consumer_waits(const cai_fence_t *fence, intptr_t consumer_stream,
 /* cuda-fence.c, or cuda-none.c in a build without CUDA. */
 int cai_record_fence(const cai_desc_t *producer, cai_fence_t **out,
                      cai_error_t *err);
+int cai_locate_record(cai_desc_t *desc, int order, cai_fence_t **out,
+                      cai_error_t *err);
 int cai_wait_fence(const cai_fence_t *fence, intptr_t consumer,
                    cai_consumer_at *at, cai_error_t *err);
 int cai_order_now(const cai_desc_t *producer, intptr_t consumer,
@@ -41,10 +43,10 @@ int cai_synchronize(intptr_t stream, cai_error_t *err);
 
 /* The runtime's entry points.  cudaSetDevice makes the data's device
  * current for the default streams 1 and 2 (the caller's context is put
- * back with the driver).  After a failure, cudaPeekAtLastError tells
- * whether the last error is still the one caibridge caused, which
- * cudaGetLastError then clears.  cudaDriverGetVersion tells "no driver"
- * from "driver too old". */
+ * back with the driver).  cudaGetLastError clears an error caibridge
+ * caused and reported; cudaPeekAtLastError tells, before a poll, whether
+ * a framework's error is pending.  cudaDriverGetVersion tells "no
+ * driver" from "driver too old". */
 struct cudart {
     cudaError_t(CUDARTAPI *pointer_get_attributes)(
         struct cudaPointerAttributes *, const void *);
@@ -137,7 +139,10 @@ struct op {
 int cai_op_begin(struct op *op, const char *field, cai_error_t *err);
 int cai_op_failed(struct op *op, const char *call, int rc);
 int cai_op_end(struct op *op, cai_error_t *err);
-void cai_op_clear_error(struct op *op, int rc);
+
+/* cuda-locate.c */
+int cai_locate_in(struct op *op, const void *ptr, intptr_t stream,
+                  DLDevice *out, cai_error_t *err);
 
 /* cuda-context.c */
 int cai_ctx_save(struct op *op);

@@ -45,47 +45,46 @@ static int by_driver(struct op *op, const void *ptr,
     return 0;
 }
 
-static int locate(const void *ptr, intptr_t stream, DLDevice *out,
-                  cai_error_t *err)
+/* Locates ptr within op, which the caller began and this ends (on success
+ * the caller's context is current again and still saved in op, so that a
+ * following step needs no second look at it). */
+int cai_locate_in(struct op *op, const void *ptr, intptr_t stream,
+                  DLDevice *out, cai_error_t *err)
 {
     /* Room for attribute structs of runtimes newer than our headers. */
     union {
         struct cudaPointerAttributes attributes;
         unsigned char room[256];
     } a;
-    struct op op;
     int device = 0, access = 0, status;
 
     out->device_type = (DLDeviceType)0;
     out->device_id = 0;
-    status = cai_op_begin(&op, "data", err);
-    if (status != 0)
-        return status;
 
     if (ptr == NULL) {
         /* A zero-size array has no pointer to ask about: its stream's
          * device, else the current one. */
         if (stream != 0 && !cai_is_default_stream(stream) &&
-            stream != CAI_STREAM_NO_SYNC && cai_ctx_save(&op) == 0 &&
-            op.have_saved) {
+            stream != CAI_STREAM_NO_SYNC && cai_ctx_save(op) == 0 &&
+            op->have_saved) {
             CUcontext target = NULL;
 
             if (!cai_op_failed(
-                    &op, "cuStreamGetCtx",
+                    op, "cuStreamGetCtx",
                     cai_drv.stream_get_ctx((CUstream)cai_stream_handle(stream),
                                            &target)) &&
-                cai_ctx_switch(&op, target) == 0) {
+                cai_ctx_switch(op, target) == 0) {
                 CUdevice d;
 
-                if (!cai_op_failed(&op, "cuCtxGetDevice",
+                if (!cai_op_failed(op, "cuCtxGetDevice",
                                    cai_drv.ctx_get_device(&d)))
                     device = (int)d;
             }
-            cai_ctx_restore(&op);
+            cai_ctx_restore(op);
         } else {
-            cai_current_device(&op, &device);
+            cai_current_device(op, &device);
         }
-        status = cai_op_end(&op, err);
+        status = cai_op_end(op, err);
         if (status != 0)
             return status;
         out->device_type = kDLCUDA;
@@ -95,30 +94,30 @@ static int locate(const void *ptr, intptr_t stream, DLDevice *out,
 
     memset(&a, 0, sizeof a);
     a.attributes.type = cudaMemoryTypeUnregistered;
-    if (cai_ctx_save(&op) != 0)
-        return cai_op_end(&op, err);
-    if (op.have_saved && op.saved == NULL) {
+    if (cai_ctx_save(op) != 0)
+        return cai_op_end(op, err);
+    if (op->have_saved && op->saved == NULL) {
         /* With no context current the runtime would make one (a primary
          * context on the thread's device, 0 on a fresh thread) for its
          * lookup: the driver, which needs none, says what the memory is;
          * memory of a context is then asked in that context. */
-        int found = by_driver(&op, ptr, &a.attributes);
+        int found = by_driver(op, ptr, &a.attributes);
 
         if (found < 0)
-            return cai_op_end(&op, err);
+            return cai_op_end(op, err);
         if (found > 0 &&
-            cai_op_failed(&op, "cudaPointerGetAttributes",
+            cai_op_failed(op, "cudaPointerGetAttributes",
                           cai_rt.pointer_get_attributes(&a.attributes, ptr))) {
-            cai_ctx_restore(&op);
-            return cai_op_end(&op, err);
+            cai_ctx_restore(op);
+            return cai_op_end(op, err);
         }
-        cai_ctx_restore(&op);
-        if (op.call != NULL || op.restore_call != NULL)
-            return cai_op_end(&op, err);
+        cai_ctx_restore(op);
+        if (op->call != NULL || op->restore_call != NULL)
+            return cai_op_end(op, err);
     } else if (cai_op_failed(
-                   &op, "cudaPointerGetAttributes",
+                   op, "cudaPointerGetAttributes",
                    cai_rt.pointer_get_attributes(&a.attributes, ptr))) {
-        return cai_op_end(&op, err);
+        return cai_op_end(op, err);
     }
     switch (a.attributes.type) {
     case cudaMemoryTypeDevice:
@@ -154,17 +153,17 @@ static int locate(const void *ptr, intptr_t stream, DLDevice *out,
     case cudaMemoryTypeUnregistered:
         /* On HMM and ATS systems devices read pageable memory coherently:
          * it is unified memory. */
-        if (cai_current_device(&op, &device) == 0 &&
+        if (cai_current_device(op, &device) == 0 &&
             !cai_op_failed(
-                &op, "cudaDeviceGetAttribute",
+                op, "cudaDeviceGetAttribute",
                 cai_rt.device_get_attribute(
                     &access, cudaDevAttrPageableMemoryAccess, device)) &&
             access) {
             out->device_type = kDLCUDAManaged;
             break;
         }
-        if (op.call != NULL)
-            return cai_op_end(&op, err);
+        if (op->call != NULL)
+            return cai_op_end(op, err);
         return cai_fail(err, CAI_EUNSUPPORTED, "data",
                         "data = %p is host memory not registered with CUDA "
                         "(or device memory already freed: CUDA cannot tell "
@@ -178,6 +177,20 @@ static int locate(const void *ptr, intptr_t stream, DLDevice *out,
                         ptr, (int)a.attributes.type);
     }
     return cai_ok(err);
+}
+
+static int locate(const void *ptr, intptr_t stream, DLDevice *out,
+                  cai_error_t *err)
+{
+    struct op op;
+    int status = cai_op_begin(&op, "data", err);
+
+    if (status != 0) {
+        out->device_type = (DLDeviceType)0;
+        out->device_id = 0;
+        return status;
+    }
+    return cai_locate_in(&op, ptr, stream, out, err);
 }
 
 int cai_cuda_locate(const void *ptr, DLDevice *out, cai_error_t *err)

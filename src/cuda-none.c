@@ -44,6 +44,14 @@ int cai_cuda_locate_desc(const cai_desc_t *desc, DLDevice *out,
     return cai_cuda_locate(desc->data, out, err);
 }
 
+int cai_locate_record(cai_desc_t *desc, int order, cai_fence_t **out,
+                      cai_error_t *err)
+{
+    (void)order;
+    *out = NULL;
+    return cai_cuda_locate(desc->data, &desc->device, err);
+}
+
 int cai_record_fence(const cai_desc_t *producer, cai_fence_t **out,
                      cai_error_t *err)
 {

@@ -35,6 +35,13 @@ int cai_fence_release_owner_at(const cai_fence_t *fence,
                                void *owner, cai_release_fn release,
                                cai_error_t *err);
 
+/* cai_cuda_locate of desc->data into desc->device, then, when order is
+ * set, desc's stream has something to order and the data is memory of
+ * CUDA, cai_fence_record into *out (NULL otherwise): one CUDA operation,
+ * so one look at the caller's context (stream.c). */
+int cai_locate_fence(cai_desc_t *desc, int order, cai_fence_t **out,
+                     cai_error_t *err);
+
 /* Releases whose consumer's work has not finished yet (cuda-fence.c). */
 long cai_release_pending_count(void);
 

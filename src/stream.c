@@ -81,6 +81,25 @@ int cai_fence_record(const cai_desc_t *producer, cai_fence_t **out,
     return cai_record_fence(producer, out, err);
 }
 
+int cai_locate_fence(cai_desc_t *desc, int order, cai_fence_t **out,
+                     cai_error_t *err)
+{
+    int64_t count;
+    int rc = 0;
+
+    *out = NULL;
+    if (order && desc->has_stream) {
+        rc = producer_needs_order(desc, err);
+        if (rc < 0)
+            return rc;
+        if (desc->ndim > 0 && desc->ndim <= CAI_MAX_NDIM &&
+            cai_element_count(desc->ndim, desc->shape, &count) == 0 &&
+            count == 0)
+            rc = 0;
+    }
+    return cai_locate_record(desc, rc > 0, out, err);
+}
+
 /* Checks the consumer's stream; 1 when it has to wait for the fence, 0
  * (err cleared) when not.  Defined here, where both builds have defined
  * struct cai_fence. */

@@ -321,6 +321,8 @@ static inline int small_int(PyObject *o, int64_t *out)
 void index_entry_keys(cai_state *st);
 int describe(cai_state *st, PyObject *obj, PyObject *device, int64_t *elem,
              cai_desc_t *d, PyObject **keep);
+int describe_at(cai_state *st, PyObject *obj, PyObject *device, int64_t *elem,
+                cai_desc_t *d, PyObject **keep, int locate);
 
 /* buffer.c */
 int describe_buffer(PyObject *obj, cai_desc_t *d, PyObject **keep);
@@ -370,6 +372,10 @@ int order_streams(cai_state *st, const cai_desc_t *d, intptr_t consumer,
                   int sync);
 int fence_at_view(cai_state *st, const cai_desc_t *d, int sync,
                   cai_fence_t **out);
+/* fence_at_view for a descriptor that describe_at left to be located (its
+ * device type 0): the lookup and the fence in one CUDA operation. */
+int locate_fence_at_view(cai_state *st, cai_desc_t *d, int sync,
+                         cai_fence_t **out);
 /* The host waits for the work queued so far on the stream of d (pinned or
  * managed memory that a CPU consumer reads now), with the GIL released;
  * nothing when sync or CAIBRIDGE_SYNC turned ordering off or d has no

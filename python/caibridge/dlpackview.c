@@ -37,15 +37,22 @@ static void view_to_desc(const DLPackViewObject *v, cai_desc_t *d)
 
 /* A view of a descriptor validated by describe(), which gave its element
  * strides (elem); takes keep (may be NULL). */
-static PyObject *view_new(cai_state *st, PyObject *obj, const cai_desc_t *d,
+static PyObject *view_new(cai_state *st, PyObject *obj, cai_desc_t *d,
                           const int64_t *elem, PyObject *keep, int sync,
                           int readonly_legacy_ok)
 {
     DLPackViewObject *v;
+    cai_fence_t *fence;
     int i;
 
+    /* The device, where describe_at left it, and the fence. */
+    if (locate_fence_at_view(st, d, sync, &fence) != 0) {
+        Py_XDECREF(keep);
+        return NULL;
+    }
     v = PyObject_GC_NewVar(DLPackViewObject, st->DLPackView_Type, 3 * d->ndim);
     if (v == NULL) {
+        (void)cai_fence_destroy(fence, NULL);
         Py_XDECREF(keep);
         return NULL;
     }
@@ -70,7 +77,7 @@ static PyObject *view_new(cai_state *st, PyObject *obj, const cai_desc_t *d,
     v->readonly_legacy_ok = readonly_legacy_ok;
     v->st = st;
     v->home = st->home;
-    v->fence = NULL;
+    v->fence = fence;
     /* Loops, not memcpy: a call costs more than a few extents.  The byte
      * strides of a contiguous view are never read (it has none to
      * report): left unset. */
@@ -81,10 +88,6 @@ static PyObject *view_new(cai_state *st, PyObject *obj, const cai_desc_t *d,
     if (v->has_strides) {
         for (i = 0; i < d->ndim; i++)
             VIEW_STRIDES(v)[i] = d->strides[i];
-    }
-    if (d->has_stream && fence_at_view(st, d, sync, &v->fence) != 0) {
-        Py_DECREF(v);
-        return NULL;
     }
     PyObject_GC_Track(v);
     return (PyObject *)v;
@@ -249,7 +252,7 @@ PyObject *as_dlpack(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                    0) {
         return NULL;
     }
-    if (describe(st, args[0], values[0], elem, &d, &keep) != 0)
+    if (describe_at(st, args[0], values[0], elem, &d, &keep, 0) != 0)
         return NULL;
     return view_new(st, args[0], &d, elem, keep, sync, ro_ok);
 }

@@ -546,6 +546,14 @@ fail:
 int describe(cai_state *st, PyObject *obj, PyObject *device, int64_t *elem,
              cai_desc_t *d, PyObject **keep)
 {
+    return describe_at(st, obj, device, elem, d, keep, 1);
+}
+
+/* describe(), whose device lookup is left to the caller when locate is 0:
+ * d's device type is then 0 where a lookup is needed. */
+int describe_at(cai_state *st, PyObject *obj, PyObject *device, int64_t *elem,
+                cai_desc_t *d, PyObject **keep, int locate)
+{
     PyObject *iface;
     cai_error_t err;
     int64_t offset;
@@ -602,10 +610,14 @@ int describe(cai_state *st, PyObject *obj, PyObject *device, int64_t *elem,
             goto fail;
         }
     }
-    if (is_cuda && (device == NULL || device == Py_None) &&
-        cai_cuda_locate(d->data, &d->device, &err) != 0) {
-        raise_status(st, &err);
-        goto fail;
+    if (is_cuda && (device == NULL || device == Py_None)) {
+        if (!locate) {
+            d->device.device_type = (DLDeviceType)0;
+            d->device.device_id = 0;
+        } else if (cai_cuda_locate(d->data, &d->device, &err) != 0) {
+            raise_status(st, &err);
+            goto fail;
+        }
     }
     return 0;
 

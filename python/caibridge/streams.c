@@ -123,6 +123,22 @@ int fence_at_view(cai_state *st, const cai_desc_t *d, int sync,
     return 0;
 }
 
+int locate_fence_at_view(cai_state *st, cai_desc_t *d, int sync,
+                         cai_fence_t **out)
+{
+    cai_error_t err;
+
+    *out = NULL;
+    if (d->device.device_type != 0)
+        return d->has_stream ? fence_at_view(st, d, sync, out) : 0;
+    poll_releases();
+    if (cai_locate_fence(d, sync && st->sync_enabled, out, &err) != 0) {
+        raise_status(st, &err);
+        return -1;
+    }
+    return 0;
+}
+
 int view_order(cai_state *st, const DLPackViewObject *v, intptr_t consumer,
                cai_consumer_at *at)
 {

@@ -470,9 +470,15 @@ static void poll_keeps_a_pending_error(void)
            "poll: the framework's pending error is left");
     cuda->gate_open(gate);
     cuda->drain();
-    cuda->set_pending_error(cudaSuccess);
+    /* A framework's stale "not ready" is an answer, no error: the poll
+     * runs, and leaves it as it was. */
+    cuda->set_pending_error(cudaErrorNotReady);
     rc |= cai_release_poll(0, &err);
-    ok(rc == 0 && released == 1, "poll: then the owner went");
+    ok(rc == 0 && released == 1,
+       "poll: a stale \"not ready\" pending does not hold it back, the "
+       "owner went");
+    is_int(cudaErrorNotReady, cuda->pending_error(),
+           "poll: and the framework's stale value is left as it was");
 }
 
 /* The pool keeps exactly its limit (8): 12 fences destroyed leave 8
@@ -617,7 +623,7 @@ int main(void)
     /* The pool on, as users have it. */
     setenv("CAIBRIDGE_EVENT_POOL", "8", 1);
     cuda = use_double();
-    plan(13 + 2 * 14 + 4 + 2 + 4 + 1 + 3 + 3 * 3 + 1 + 2 + 2 + 1 + 5 + 1 + 1 +
+    plan(13 + 2 * 14 + 4 + 2 + 4 + 1 + 3 + 3 * 3 + 1 + 2 + 3 + 1 + 5 + 1 + 1 +
          2);
     bind_enders();
     pool_setting();

@@ -11,10 +11,10 @@ import pytest
 
 # The ceilings this code meets (runtime + driver calls per round trip).
 CEILINGS = {
-    "cross-stream, consumer stream 1": 18,
-    "cross-stream, consumer stream handle": 11,
-    "producer on 1, consumer stream handle": 10,
-    "same stream": 7,
+    "cross-stream, consumer stream 1": 17,
+    "cross-stream, consumer stream handle": 10,
+    "producer on 1, consumer stream handle": 9,
+    "same stream": 6,
     "CAI producer with no stream, device looked up": 2,
     "__array_interface__ producer": 0,
 }

@@ -172,6 +172,15 @@ def fence_recorded(p):
     ]
 
 
+def view_made(p):
+    """as_dlpack's calls for data on device 0 with producer stream handle p:
+    the pointer lookup and the fence in one operation, so one look at the
+    caller's context."""
+    return (["cuCtxGetCurrent() = P0",
+             f"cudaPointerGetAttributes({DEVICE_PTR:#x})"] +
+            fence_recorded(p)[1:])
+
+
 def waits_on_ev1(s):
     """Stream s made to wait on event ev1 (the default streams' device
     looked up first)."""
@@ -225,6 +234,36 @@ def test_unregistered_host_memory_is_refused(cuda):
         "a refusal of the memory, not a CUDA failure"
 
 
+def test_refused_memory_with_a_stream_records_nothing(cuda):
+    """The lookup and the fence are one operation: memory refused by the
+    lookup gets no fence, and no event is made."""
+    with pytest.raises(BufferError):
+        caibridge.as_dlpack(DeviceArray(stream=PRODUCER))
+    assert cuda.log() == ["cuCtxGetCurrent() = P0",
+                          f"cudaPointerGetAttributes({DEVICE_PTR:#x})",
+                          "cuCtxGetDevice() = 0",
+                          # 88: cudaDevAttrPageableMemoryAccess
+                          "cudaDeviceGetAttribute(88, 0) = 0"]
+    assert cuda.live_events() == 0
+
+
+@pytest.mark.parametrize("kind,dl", [(PINNED, KDLCUDAHOST),
+                                     (MANAGED, KDLCUDAMANAGED)])
+def test_host_accessible_memory_gets_its_fence_in_the_lookup(cuda, kind, dl):
+    cuda.pointer(DEVICE_PTR, kind, 0)
+    view = caibridge.as_dlpack(DeviceArray(stream=PRODUCER))
+    assert view.__dlpack_device__() == (dl, 0)
+    assert cuda.log() == view_made(PRODUCER)
+
+
+def test_sync_off_view_is_located_only(cuda):
+    cuda.pointer(DEVICE_PTR, DEVICE, 0)
+    view = caibridge.as_dlpack(DeviceArray(stream=PRODUCER), sync=False)
+    assert view.__dlpack_device__() == (KDLCUDA, 0)
+    assert cuda.log() == ["cuCtxGetCurrent() = P0",
+                          f"cudaPointerGetAttributes({DEVICE_PTR:#x})"]
+
+
 def test_zero_size_array_takes_the_current_device(cuda):
     cuda.current_device(2)
     view = caibridge.as_dlpack(DeviceArray(ptr=0, shape=(0,)))
@@ -268,7 +307,7 @@ def test_consumer_waits_on_the_views_fence(cuda, consumer, seen):
     __dlpack__, and destroyed with the view."""
     cuda.pointer(DEVICE_PTR, DEVICE, 0)
     view = caibridge.as_dlpack(DeviceArray(stream=PRODUCER))
-    assert cuda.log()[-5:] == fence_recorded(PRODUCER)
+    assert cuda.log() == view_made(PRODUCER)
     cuda.reset()
     capsule = view.__dlpack__(stream=consumer)
     assert type(capsule).__name__ == "PyCapsule"
@@ -301,8 +340,9 @@ def test_producer_on_another_device(cuda):
     cuda.pointer(DEVICE_PTR, DEVICE, 1)
     cuda.add_stream(PRODUCER, 1)
     view = caibridge.as_dlpack(DeviceArray(stream=PRODUCER))
-    assert cuda.log()[-7:] == [
+    assert cuda.log() == [
         "cuCtxGetCurrent() = P0",
+        f"cudaPointerGetAttributes({DEVICE_PTR:#x})",
         f"cuStreamGetCtx({PRODUCER:#x}) = P1",
         "cuCtxSetCurrent(P1)",
         f"cudaStreamIsCapturing({PRODUCER:#x}) = 0",
