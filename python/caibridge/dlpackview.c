@@ -42,17 +42,19 @@ static PyObject *view_new(cai_state *st, PyObject *obj, cai_desc_t *d,
                           int readonly_legacy_ok)
 {
     DLPackViewObject *v;
-    cai_fence_t *fence;
+    cai_fence_t *fence = NULL;
     int i;
 
-    /* The device, where describe_at left it, and the fence. */
-    if (locate_fence_at_view(st, d, sync, &fence) != 0) {
+    /* The device, where describe_unlocated left it, and the fence. */
+    if ((d->device.device_type == 0 || d->has_stream) &&
+        locate_fence_at_view(st, d, sync, &fence) != 0) {
         Py_XDECREF(keep);
         return NULL;
     }
     v = PyObject_GC_NewVar(DLPackViewObject, st->DLPackView_Type, 3 * d->ndim);
     if (v == NULL) {
-        (void)cai_fence_destroy(fence, NULL);
+        if (fence != NULL)
+            (void)cai_fence_destroy(fence, NULL);
         Py_XDECREF(keep);
         return NULL;
     }
@@ -252,7 +254,7 @@ PyObject *as_dlpack(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                    0) {
         return NULL;
     }
-    if (describe_at(st, args[0], values[0], elem, &d, &keep, 0) != 0)
+    if (describe_unlocated(st, args[0], values[0], elem, &d, &keep) != 0)
         return NULL;
     return view_new(st, args[0], &d, elem, keep, sync, ro_ok);
 }

@@ -538,21 +538,14 @@ fail:
 
 /*
  * Everything as_dlpack and to_dlpack share: reads obj's interface into d,
- * then validates it and fills its device (given, kDLCPU for host arrays, or
- * looked up from the pointer).  The validation writes the element strides
+ * then validates it and fills its device (given, or kDLCPU for host
+ * arrays); device type 0 is left where the pointer must be looked up
+ * (describe() then does it).  The validation writes the element strides
  * to elem (ndim entries); elem NULL leaves the checks to the conversion
  * that follows where it can.  *keep as in read_desc.
  */
-int describe(cai_state *st, PyObject *obj, PyObject *device, int64_t *elem,
-             cai_desc_t *d, PyObject **keep)
-{
-    return describe_at(st, obj, device, elem, d, keep, 1);
-}
-
-/* describe(), whose device lookup is left to the caller when locate is 0:
- * d's device type is then 0 where a lookup is needed. */
-int describe_at(cai_state *st, PyObject *obj, PyObject *device, int64_t *elem,
-                cai_desc_t *d, PyObject **keep, int locate)
+int describe_unlocated(cai_state *st, PyObject *obj, PyObject *device,
+                       int64_t *elem, cai_desc_t *d, PyObject **keep)
 {
     PyObject *iface;
     cai_error_t err;
@@ -611,17 +604,24 @@ int describe_at(cai_state *st, PyObject *obj, PyObject *device, int64_t *elem,
         }
     }
     if (is_cuda && (device == NULL || device == Py_None)) {
-        if (!locate) {
-            d->device.device_type = (DLDeviceType)0;
-            d->device.device_id = 0;
-        } else if (cai_cuda_locate(d->data, &d->device, &err) != 0) {
-            raise_status(st, &err);
-            goto fail;
-        }
+        d->device.device_type = (DLDeviceType)0;
+        d->device.device_id = 0;
     }
     return 0;
 
 fail:
     Py_CLEAR(*keep);
     return -1;
+}
+
+int describe_locate(cai_state *st, cai_desc_t *d, PyObject **keep)
+{
+    cai_error_t err;
+
+    if (cai_cuda_locate(d->data, &d->device, &err) != 0) {
+        raise_status(st, &err);
+        Py_CLEAR(*keep);
+        return -1;
+    }
+    return 0;
 }
