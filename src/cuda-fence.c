@@ -665,11 +665,11 @@ static struct pending *take_done(struct op *op, int wait)
     int not_ready = 0;
     cudaError_t rc;
 
+    if (cai_release_pending_count() == 0)
+        return NULL;
     /* A query's "not ready" would replace an error the framework has
      * pending (the runtime keeps only the latest): the poll waits for a
      * later call.  A stale "not ready" is an answer, no one's error. */
-    if (cai_release_pending_count() == 0)
-        return NULL;
     if (!wait) {
         rc = cai_rt.peek_at_last_error();
         if (rc != cudaSuccess && rc != cudaErrorNotReady)

@@ -382,8 +382,9 @@ int order_streams(cai_state *st, const cai_desc_t *d, intptr_t consumer,
                   int sync);
 int fence_at_view(cai_state *st, const cai_desc_t *d, int sync,
                   cai_fence_t **out);
-/* fence_at_view for a descriptor that describe_unlocated left to be
- * located (its device type 0): the lookup and the fence in one CUDA operation. */
+/* fence_at_view, and for a descriptor that describe_unlocated left to be
+ * located (its device type 0) the lookup and the fence in one CUDA
+ * operation. */
 int locate_fence_at_view(cai_state *st, cai_desc_t *d, int sync,
                          cai_fence_t **out);
 /* The host waits for the work queued so far on the stream of d (pinned or
