@@ -83,6 +83,7 @@ static PyObject *patched_dlpack_device(PyObject *self, PyObject *const *args,
                         "__dlpack_device__() takes no keyword arguments");
         return NULL;
     }
+    d.device.device_type = (DLDeviceType)0;
     if (describe(st, args[0], NULL, NULL, &d, &keep) != 0)
         return NULL;
     Py_XDECREF(keep);

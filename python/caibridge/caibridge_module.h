@@ -319,20 +319,12 @@ static inline int small_int(PyObject *o, int64_t *out)
 
 /* interface.c */
 void index_entry_keys(cai_state *st);
-int describe_unlocated(cai_state *st, PyObject *obj, PyObject *device,
-                       int64_t *elem, cai_desc_t *d, PyObject **keep);
-/* d's device looked up from its pointer (on failure *keep is dropped). */
-int describe_locate(cai_state *st, cai_desc_t *d, PyObject **keep);
-
-/* describe_unlocated, then the lookup where it left one: a device type of
- * 0 is never a DLPack device. */
-static inline int describe(cai_state *st, PyObject *obj, PyObject *device,
-                           int64_t *elem, cai_desc_t *d, PyObject **keep)
-{
-    if (describe_unlocated(st, obj, device, elem, d, keep) != 0)
-        return -1;
-    return d->device.device_type != 0 ? 0 : describe_locate(st, d, keep);
-}
+int describe(cai_state *st, PyObject *obj, PyObject *device, int64_t *elem,
+             cai_desc_t *d, PyObject **keep);
+/* The device type a caller of describe() presets to look the pointer up
+ * itself (as_dlpack, whose view does it with the fence); it stays so when
+ * a lookup is needed.  Every other caller presets 0. */
+#define DEVICE_LOCATED_LATER ((DLDeviceType)-1)
 
 /* buffer.c */
 int describe_buffer(PyObject *obj, cai_desc_t *d, PyObject **keep);
@@ -382,8 +374,8 @@ int order_streams(cai_state *st, const cai_desc_t *d, intptr_t consumer,
                   int sync);
 int fence_at_view(cai_state *st, const cai_desc_t *d, int sync,
                   cai_fence_t **out);
-/* fence_at_view, and for a descriptor that describe_unlocated left to be
- * located (its device type 0) the lookup and the fence in one CUDA
+/* fence_at_view; for a descriptor whose pointer describe() left to look
+ * up (DEVICE_LOCATED_LATER), the lookup and the fence in one CUDA
  * operation. */
 int locate_fence_at_view(cai_state *st, cai_desc_t *d, int sync,
                          cai_fence_t **out);

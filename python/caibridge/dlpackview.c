@@ -45,8 +45,8 @@ static PyObject *view_new(cai_state *st, PyObject *obj, cai_desc_t *d,
     cai_fence_t *fence = NULL;
     int i;
 
-    /* The device, where describe_unlocated left it, and the fence. */
-    if ((d->device.device_type == 0 || d->has_stream) &&
+    /* The device, where describe() left it, and the fence. */
+    if ((d->device.device_type == DEVICE_LOCATED_LATER || d->has_stream) &&
         locate_fence_at_view(st, d, sync, &fence) != 0) {
         Py_XDECREF(keep);
         return NULL;
@@ -254,7 +254,8 @@ PyObject *as_dlpack(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                    0) {
         return NULL;
     }
-    if (describe_unlocated(st, args[0], values[0], elem, &d, &keep) != 0)
+    d.device.device_type = DEVICE_LOCATED_LATER;
+    if (describe(st, args[0], values[0], elem, &d, &keep) != 0)
         return NULL;
     return view_new(st, args[0], &d, elem, keep, sync, ro_ok);
 }

@@ -538,14 +538,14 @@ fail:
 
 /*
  * Everything as_dlpack and to_dlpack share: reads obj's interface into d,
- * then validates it and fills its device (given, or kDLCPU for host
- * arrays); device type 0 is left where the pointer must be looked up
- * (describe() then does it).  The validation writes the element strides
+ * then validates it and fills its device (given, kDLCPU for host arrays, or
+ * looked up from the pointer, unless the caller preset d's device type to
+ * DEVICE_LOCATED_LATER; it presets 0 otherwise).  The validation writes the element strides
  * to elem (ndim entries); elem NULL leaves the checks to the conversion
  * that follows where it can.  *keep as in read_desc.
  */
-int describe_unlocated(cai_state *st, PyObject *obj, PyObject *device,
-                       int64_t *elem, cai_desc_t *d, PyObject **keep)
+int describe(cai_state *st, PyObject *obj, PyObject *device, int64_t *elem,
+             cai_desc_t *d, PyObject **keep)
 {
     PyObject *iface;
     cai_error_t err;
@@ -603,25 +603,15 @@ int describe_unlocated(cai_state *st, PyObject *obj, PyObject *device,
             goto fail;
         }
     }
-    if (is_cuda && (device == NULL || device == Py_None)) {
-        d->device.device_type = (DLDeviceType)0;
-        d->device.device_id = 0;
+    if (is_cuda && (device == NULL || device == Py_None) &&
+        d->device.device_type != DEVICE_LOCATED_LATER &&
+        cai_cuda_locate(d->data, &d->device, &err) != 0) {
+        raise_status(st, &err);
+        goto fail;
     }
     return 0;
 
 fail:
     Py_CLEAR(*keep);
     return -1;
-}
-
-int describe_locate(cai_state *st, cai_desc_t *d, PyObject **keep)
-{
-    cai_error_t err;
-
-    if (cai_cuda_locate(d->data, &d->device, &err) != 0) {
-        raise_status(st, &err);
-        Py_CLEAR(*keep);
-        return -1;
-    }
-    return 0;
 }

@@ -160,6 +160,7 @@ PyObject *object_export(cai_state *st, PyObject *obj, PyObject *device,
     void *tensor;
 
     /* A copy reads the data here: checked first. */
+    d.device.device_type = (DLDeviceType)0;
     if (describe(st, obj, device, req->copy ? elem : NULL, &d, &keep) != 0)
         return NULL;
     if (req->stream == NULL && !d.has_stream && !req->copy &&
@@ -201,6 +202,7 @@ int object_tensor(cai_state *st, PyObject *obj, void **out)
     PyObject *keep, *owner;
     cai_desc_t d;
 
+    d.device.device_type = (DLDeviceType)0;
     if (describe(st, obj, NULL, NULL, &d, &keep) != 0)
         return -1;
     if (d.has_stream && order_streams(st, &d, CAI_STREAM_LEGACY, 1) != 0) {

@@ -129,7 +129,7 @@ int locate_fence_at_view(cai_state *st, cai_desc_t *d, int sync,
     cai_error_t err;
 
     *out = NULL;
-    if (d->device.device_type != 0)
+    if (d->device.device_type != DEVICE_LOCATED_LATER)
         return d->has_stream ? fence_at_view(st, d, sync, out) : 0;
     poll_releases();
     if (cai_locate_fence(d, sync && st->sync_enabled, out, &err) != 0) {
