@@ -540,9 +540,9 @@ fail:
  * Everything as_dlpack and to_dlpack share: reads obj's interface into d,
  * then validates it and fills its device (given, kDLCPU for host arrays, or
  * looked up from the pointer, unless the caller preset d's device type to
- * DEVICE_LOCATED_LATER; it presets 0 otherwise).  The validation writes the element strides
- * to elem (ndim entries); elem NULL leaves the checks to the conversion
- * that follows where it can.  *keep as in read_desc.
+ * DEVICE_LOCATED_LATER; it presets 0 otherwise).  The validation writes
+ * the element strides to elem (ndim entries); elem NULL leaves the checks
+ * to the conversion that follows where it can.  *keep as in read_desc.
  */
 int describe(cai_state *st, PyObject *obj, PyObject *device, int64_t *elem,
              cai_desc_t *d, PyObject **keep)
