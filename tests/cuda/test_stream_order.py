@@ -222,8 +222,12 @@ def handle(logged):
 def test_device_memory_is_on_its_own_device(cuda):
     cuda.pointer(DEVICE_PTR, DEVICE, 1)
     view = caibridge.as_dlpack(DeviceArray())
-    assert view.__dlpack_device__() == (KDLCUDA, 1)
-    assert cuda.log() == [                          "cuCtxGetCurrent() = P0",
+    device = view.__dlpack_device__()
+    log = [line for line in cuda.log() if not line.startswith("cuCtxGetId")]
+    del view
+    assert device == (KDLCUDA, 1)
+    # cuCtxGetId is asked only with the event pool on.
+    assert log == [                          "cuCtxGetCurrent() = P0",
                           f"cudaPointerGetAttributes({DEVICE_PTR:#x})"]
 
 
@@ -254,6 +258,38 @@ def test_host_accessible_memory_gets_its_fence_in_the_lookup(cuda, kind, dl):
     view = caibridge.as_dlpack(DeviceArray(stream=PRODUCER))
     assert view.__dlpack_device__() == (dl, 0)
     assert cuda.log() == view_made(PRODUCER)
+
+
+def test_lookup_and_fence_with_no_context_current(cuda):
+    """A thread with no context current: the driver finds the memory's
+    context for the lookup and the stream's for the fence, within the one
+    operation, and the thread has no context current afterwards (none was
+    made)."""
+    cuda.pointer(DEVICE_PTR, DEVICE, 1)
+    cuda.add_stream(PRODUCER, 1)
+    cuda._c.set_current_context(None)
+    made = cuda._c.primary_contexts()
+    view = caibridge.as_dlpack(DeviceArray(stream=PRODUCER))
+    device = view.__dlpack_device__()
+    log = [line for line in cuda.log() if not line.startswith("cuCtxGetId")]
+    del view
+    assert device == (KDLCUDA, 1)
+    # cuCtxGetId is asked only with the event pool on.
+    assert log == [
+        "cuCtxGetCurrent() = NULL",
+        f"cuPointerGetAttributes(4, {DEVICE_PTR:#x}) = P1 2 1 0",
+        "cuCtxSetCurrent(P1)",
+        f"cudaPointerGetAttributes({DEVICE_PTR:#x})",
+        "cuCtxSetCurrent(NULL)",
+        f"cuStreamGetCtx({PRODUCER:#x}) = P1",
+        "cuCtxSetCurrent(P1)",
+        f"cudaStreamIsCapturing({PRODUCER:#x}) = 0",
+        "cudaEventCreateWithFlags(cudaEventDisableTiming) = ev1 on P1",
+        f"cudaEventRecord(ev1, {PRODUCER:#x})",
+        "cuCtxSetCurrent(NULL)",
+    ]
+    assert cuda._c.current_context() is None
+    assert cuda._c.primary_contexts() == made
 
 
 def test_sync_off_view_is_located_only(cuda):
