@@ -292,6 +292,13 @@ def test_lookup_and_fence_with_no_context_current(cuda):
     assert cuda._c.primary_contexts() == made
 
 
+def test_sync_off_view_with_its_device_makes_no_call(cuda):
+    view = caibridge.as_dlpack(DeviceArray(stream=PRODUCER),
+                               device=(KDLCUDA, 0), sync=False)
+    view.__dlpack__(stream=CONSUMER)
+    assert cuda.log() == []
+
+
 def test_sync_off_view_is_located_only(cuda):
     cuda.pointer(DEVICE_PTR, DEVICE, 0)
     view = caibridge.as_dlpack(DeviceArray(stream=PRODUCER), sync=False)
