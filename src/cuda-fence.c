@@ -10,6 +10,7 @@
 
 #include "cuda-internal.h"
 #include "cuda-release.h"
+#include "desc.h"
 
 #ifdef HAVE_CUDA
 
@@ -340,10 +341,7 @@ int cai_locate_record(cai_desc_t *desc, int order, cai_fence_t **out,
     if (status != 0)
         return status;
     status = cai_locate_in(&op, desc->data, 0, &desc->device, err);
-    if (status != 0 || !order ||
-        (desc->device.device_type != kDLCUDA &&
-         desc->device.device_type != kDLCUDAHost &&
-         desc->device.device_type != kDLCUDAManaged))
+    if (status != 0 || !order || !cai_is_cuda_device(desc->device.device_type))
         return status;
     op.field = "stream";
     return record_fence_in(&op, desc, out, err);

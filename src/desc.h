@@ -21,6 +21,13 @@ static inline void cai_desc_init(cai_desc_t *d, void *data, int ndim,
     d->device = device;
 }
 
+/* Memory CUDA knows: device, pinned host or managed; a producer's stream
+ * orders work on it. */
+static inline int cai_is_cuda_device(int32_t type)
+{
+    return type == kDLCUDA || type == kDLCUDAHost || type == kDLCUDAManaged;
+}
+
 /* 1 when the bytes [data + lo, data + hi) do not all have addresses: the
  * array would run below address 0 or past the top of the address space. */
 static inline int cai_wraps(const void *data, int64_t lo, int64_t hi)

@@ -63,40 +63,40 @@ intptr_t cai_cuda_stream_from_handle(uintptr_t handle)
     return handle == 0 ? CAI_STREAM_LEGACY : (intptr_t)handle;
 }
 
-int cai_fence_record(const cai_desc_t *producer, cai_fence_t **out,
-                     cai_error_t *err)
+/* producer_needs_order, and 0 too when no element is read (so no write
+ * has to be waited for). */
+static int producer_needs_fence(const cai_desc_t *producer, cai_error_t *err)
 {
     int64_t count;
-    int rc;
+    int rc = producer_needs_order(producer, err);
 
-    *out = NULL;
-    rc = producer_needs_order(producer, err);
-    if (rc <= 0)
-        return rc;
-    /* No element is read, so no write has to be waited for. */
-    if (producer->ndim > 0 && producer->ndim <= CAI_MAX_NDIM &&
+    if (rc > 0 && producer->ndim > 0 && producer->ndim <= CAI_MAX_NDIM &&
         cai_element_count(producer->ndim, producer->shape, &count) == 0 &&
         count == 0)
         return cai_ok(err);
+    return rc;
+}
+
+int cai_fence_record(const cai_desc_t *producer, cai_fence_t **out,
+                     cai_error_t *err)
+{
+    int rc;
+
+    *out = NULL;
+    rc = producer_needs_fence(producer, err);
+    if (rc <= 0)
+        return rc;
     return cai_record_fence(producer, out, err);
 }
 
 int cai_locate_fence(cai_desc_t *desc, int order, cai_fence_t **out,
                      cai_error_t *err)
 {
-    int64_t count;
-    int rc = 0;
+    int rc = order ? producer_needs_fence(desc, err) : 0;
 
     *out = NULL;
-    if (order && desc->has_stream) {
-        rc = producer_needs_order(desc, err);
-        if (rc < 0)
-            return rc;
-        if (desc->ndim > 0 && desc->ndim <= CAI_MAX_NDIM &&
-            cai_element_count(desc->ndim, desc->shape, &count) == 0 &&
-            count == 0)
-            rc = 0;
-    }
+    if (rc < 0)
+        return rc;
     return cai_locate_record(desc, rc > 0, out, err);
 }
 

@@ -174,11 +174,6 @@ static inline cai_state *type_state(PyTypeObject *type)
     return (cai_state *)PyType_GetModuleState(type);
 }
 
-static inline int is_cuda_device(int32_t type)
-{
-    return type == kDLCUDA || type == kDLCUDAHost || type == kDLCUDAManaged;
-}
-
 /* config.c: show_config's C side, the runtime search's link to Python */
 int config_init(PyObject *module);
 

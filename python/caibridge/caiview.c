@@ -58,7 +58,7 @@ PyObject *caiview_new(cai_state *st, void *tensor, int versioned,
         return raise_status(st, &err);
     }
     if (d.device.device_type != kDLCPU &&
-        !is_cuda_device(d.device.device_type)) {
+        !cai_is_cuda_device(d.device.device_type)) {
         delete_tensor(tensor, versioned);
         PyErr_Format(PyExc_BufferError,
                      "device: the tensor lives on DLPack device type %d; "
@@ -192,7 +192,7 @@ static PyObject *build_interface(CAIViewObject *v)
     PUT(F_STRIDES,
         d.has_strides ? int64_tuple(d.ndim, d.strides) : Py_NewRef(Py_None));
     PUT(F_VERSION, PyLong_FromLong(3));
-    if (is_cuda_device(d.device.device_type))
+    if (cai_is_cuda_device(d.device.device_type))
         PUT(F_STREAM, Py_NewRef(v->stream));
 #undef PUT
     return dict;
@@ -229,7 +229,7 @@ static PyObject *caiview_get_cai(PyObject *self, void *unused)
 {
     CAIViewObject *v = (CAIViewObject *)self;
 
-    if (!is_cuda_device(v->device.device_type)) {
+    if (!cai_is_cuda_device(v->device.device_type)) {
         PyErr_SetString(PyExc_AttributeError,
                         "__cuda_array_interface__: the data is host memory "
                         "(kDLCPU); use __array_interface__");

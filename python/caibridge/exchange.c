@@ -168,7 +168,7 @@ static int xapi_current_work_stream(DLDeviceType device_type,
                                     int32_t device_id, void **out)
 {
     (void)device_id;
-    *out = is_cuda_device(device_type) ? (void *)CAI_STREAM_LEGACY : NULL;
+    *out = cai_is_cuda_device(device_type) ? (void *)CAI_STREAM_LEGACY : NULL;
     return 0;
 }
 
@@ -366,7 +366,7 @@ static PyObject *from_table(cai_state *st, PyObject *x,
     }
     __atomic_fetch_add(&st->foreign_table_imports, 1, __ATOMIC_RELAXED);
     (void)given;
-    if (is_cuda_device(t->dl_tensor.device.device_type)) {
+    if (cai_is_cuda_device(t->dl_tensor.device.device_type)) {
         if (api->current_work_stream(t->dl_tensor.device.device_type,
                                      t->dl_tensor.device.device_id,
                                      &work) != 0) {

@@ -64,11 +64,12 @@ static int capsule_on_cuda(PyObject *capsule)
             PyCapsule_GetPointer(capsule, name);
 
         on_cuda = t != NULL && t->version.major == DLPACK_MAJOR_VERSION &&
-                  is_cuda_device(t->dl_tensor.device.device_type);
+                  cai_is_cuda_device(t->dl_tensor.device.device_type);
     } else if (strcmp(name, CAPSULE_LEGACY) == 0) {
         const DLManagedTensor *t = PyCapsule_GetPointer(capsule, name);
 
-        on_cuda = t != NULL && is_cuda_device(t->dl_tensor.device.device_type);
+        on_cuda = t != NULL &&
+                  cai_is_cuda_device(t->dl_tensor.device.device_type);
     }
     Py_END_CRITICAL_SECTION();
     return on_cuda;
@@ -96,7 +97,7 @@ static PyObject *from_view(cai_state *st, DLPackViewObject *v, int given,
     /* -1: nothing was ordered, so the data is ready where the producer
      * said (None when it named no stream). */
     if (given && s == CAI_STREAM_NO_SYNC && v->has_stream &&
-        is_cuda_device(v->device.device_type))
+        cai_is_cuda_device(v->device.device_type))
         stream_obj = PyLong_FromSsize_t((Py_ssize_t)v->stream);
     else
         stream_obj = reported_stream(given, s);
@@ -149,7 +150,7 @@ PyObject *from_producer(cai_state *st, PyObject *x, int given, intptr_t s,
         return NULL;
     }
     Py_DECREF(device);
-    if (want_cuda >= 0 && want_cuda != is_cuda_device(dev.device_type)) {
+    if (want_cuda >= 0 && want_cuda != cai_is_cuda_device(dev.device_type)) {
         const char *name = device_type_name(dev.device_type);
 
         if (name == NULL)
@@ -167,7 +168,7 @@ PyObject *from_producer(cai_state *st, PyObject *x, int given, intptr_t s,
         Py_DECREF(method);
         return NULL;
     }
-    if (is_cuda_device(dev.device_type)) {
+    if (cai_is_cuda_device(dev.device_type)) {
         if (given && s == CAI_STREAM_NO_SYNC) {
             Py_DECREF(method);
             return unordered_error();

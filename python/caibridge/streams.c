@@ -89,7 +89,7 @@ int order_streams(cai_state *st, const cai_desc_t *d, intptr_t consumer,
     int rc;
 
     if (!sync || !st->sync_enabled || consumer == CAI_STREAM_NO_SYNC ||
-        !d->has_stream || !is_cuda_device(d->device.device_type))
+        !d->has_stream || !cai_is_cuda_device(d->device.device_type))
         return 0;
     WITHOUT_INTERPRETER(rc, cai_cuda_order(d, consumer, &err));
     if (rc != 0) {
@@ -114,7 +114,7 @@ int fence_at_view(cai_state *st, const cai_desc_t *d, int sync,
     *out = NULL;
     poll_releases();
     if (!sync || !st->sync_enabled || !d->has_stream ||
-        !is_cuda_device(d->device.device_type))
+        !cai_is_cuda_device(d->device.device_type))
         return 0;
     if (cai_fence_record(d, out, &err) != 0) {
         raise_status(st, &err);
