@@ -358,25 +358,21 @@ void delete_tensor(void *tensor, int versioned)
  * is compared first, sparing a strcmp on the usual path, and the tensor is
  * read from the context (set at creation), sparing GetPointer's.  A capsule
  * dies on a thread attached to its interpreter (holding the GIL where there
- * is one), so a tensor owning a Python object drops it here
- * instead of going through release_pyobject's thread-state checks.  The
- * pending exception is saved only when there is one.
+ * is one), so a tensor owning a Python object drops it here, instead of
+ * going through release_pyobject's thread-state checks, and with nothing
+ * saved: a deallocator may run while an exception is set and must leave it
+ * as it was (CPython's rule for tp_dealloc), even during finalization.  The
+ * other releases and foreign deleters get the pending exception saved.
  */
-static inline void delete_capsule_tensor(void *tensor, int versioned)
+static void delete_other(void *tensor, int versioned, int detached,
+                         cai_release_fn release, void *owner)
 {
-    cai_release_fn release;
-    void *owner;
-
-    if (cai_tensor_detach(tensor, versioned, &release, &owner) != 0) {
+    if (!detached)
         delete_tensor(tensor, versioned);
-    } else if (release == release_pyobject) {
-        if (!cai_is_finalizing()) /* as release_pyobject */
-            Py_DECREF((PyObject *)owner);
-    } else if (release == release_edge) {
+    else if (release == release_edge)
         edge_unused(owner); /* no consumer, no work to wait for */
-    } else if (release != NULL) {
+    else if (release != NULL)
         release(owner);
-    }
 }
 
 #if defined(__GNUC__)
@@ -386,7 +382,9 @@ static inline void
 capsule_destructor(PyObject *capsule, const char *ours, int versioned)
 {
     const char *name = PyCapsule_GetName(capsule);
-    void *tensor;
+    cai_release_fn release = NULL;
+    void *tensor, *owner = NULL;
+    int detached;
 
     if (name != ours && (name == NULL || strcmp(name, ours) != 0))
         return;
@@ -395,13 +393,16 @@ capsule_destructor(PyObject *capsule, const char *ours, int versioned)
         tensor = PyCapsule_GetPointer(capsule, name);
     if (tensor == NULL)
         return;
-    if (!PyErr_Occurred()) {
-        delete_capsule_tensor(tensor, versioned);
+    detached = cai_tensor_detach(tensor, versioned, &release, &owner) == 0;
+    if (detached && release == release_pyobject) {
+        Py_DECREF((PyObject *)owner);
+    } else if (!PyErr_Occurred()) {
+        delete_other(tensor, versioned, detached, release, owner);
     } else {
         PyObject *type, *value, *tb;
 
         PyErr_Fetch(&type, &value, &tb);
-        delete_capsule_tensor(tensor, versioned);
+        delete_other(tensor, versioned, detached, release, owner);
         PyErr_Restore(type, value, tb);
     }
 }

@@ -73,6 +73,31 @@ def test_unconsumed_capsule_releases_producer(max_version):
                 max_version=max_version))
 
 
+@pytest.mark.parametrize("max_version", [None, (1, 3)])
+def test_capsule_dying_under_an_exception_leaves_it(max_version):
+    """A capsule freed while an exception is set (a list dropped by C code
+    on its error path) releases its producer, whose finalizer runs Python
+    code, and the exception reaches the caller as it was."""
+    finalized = []
+
+    class Logged(HostProducer):
+        def __del__(self):
+            try:
+                raise KeyError("the finalizer's own")
+            except KeyError:
+                finalized.append(self.array.shape)
+
+    def capsules():
+        yield caibridge.to_dlpack(Logged(filled((2, 3), "int8")),
+                                  max_version=max_version)
+        raise ValueError("the caller's")
+
+    with pytest.raises(ValueError, match="the caller's"):
+        list(capsules())
+    collect()
+    assert finalized == [(2, 3)]
+
+
 @pytest.mark.parametrize("max_version", [None, (1, 0)])
 def test_unconsumed_to_dlpack_capsule_releases_producer(max_version):
     def take(producer):
