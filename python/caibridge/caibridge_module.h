@@ -588,5 +588,7 @@ extern const char add_dlpack_doc[], add_array_interface_doc[];
 PyObject *add_dlpack(PyObject *module, PyObject *cls);
 PyObject *add_array_interface(PyObject *module, PyObject *cls);
 cai_state *bridge_state_of(PyObject *o);
+int bridge_main_init(PyObject *module);
+void bridge_main_forget(cai_state *st);
 
 #endif

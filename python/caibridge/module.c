@@ -322,6 +322,7 @@ static int module_clear(PyObject *module)
 
     if (st == NULL)
         return 0;
+    bridge_main_forget(st); /* before its names go */
     Py_CLEAR(st->DLPackView_Type);
     Py_CLEAR(st->CAIView_Type);
     Py_CLEAR(st->BridgeMethod_Type);
@@ -480,7 +481,7 @@ static int module_exec(PyObject *module)
             0 ||
         PyModule_AddIntConstant(module, "SYNC_ENABLED", st->sync_enabled) < 0)
         return -1;
-    return 0;
+    return bridge_main_init(module);
 }
 
 static PyModuleDef_Slot module_slots[] = {

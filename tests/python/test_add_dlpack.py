@@ -4,6 +4,11 @@ PyTorch and JAX take its instances directly, zero-copy, with read-only
 kept and the instance alive exactly as long as the consumer's tensor."""
 import array
 import ctypes
+import inspect
+import operator
+import subprocess
+import sys
+import textwrap
 import weakref
 
 import numpy as np
@@ -53,6 +58,134 @@ def test_methods_describe_themselves():
     bound = Host(filled((2,), "int8")).__dlpack__
     assert callable(bound)
     assert "dltensor" in repr(bound())
+
+
+class Sub(Host):
+    """A subclass: the interpreter's call for the exact class does not
+    apply, the methods' own does."""
+
+
+def test_every_call_path_gives_the_same_export():
+    # Repeated, so that CPython 3.11+ specializes the calls it can.
+    x = filled((3, 4), "float32")
+    calls = {
+        "plain": lambda p: p.__dlpack__(),
+        "keyword": lambda p: p.__dlpack__(max_version=(1, 3)),
+        "through the class": lambda p: type(p).__dlpack__(
+            p, max_version=(1, 3)),
+        "bound, **kwargs": lambda p: p.__dlpack__(
+            **{"max_version": (1, 3), "stream": None}),
+        "from C": operator.methodcaller("__dlpack__", max_version=(1, 3)),
+    }
+    for cls in (Host, Sub):
+        for _ in range(50):
+            for name, call in calls.items():
+                producer = cls(x)
+                capsule = call(producer)
+                assert ("dltensor_versioned" in repr(capsule)) == (
+                    name != "plain"), name
+                got = np.asarray(caibridge.from_dlpack(capsule))
+                assert np.shares_memory(got, x), name
+                assert producer.__dlpack_device__() == (1, 0)
+                assert type(producer).__dlpack_device__(producer) == (1, 0)
+            assert np.shares_memory(np.from_dlpack(cls(x)), x)
+        for bad in (lambda p: type(p).__dlpack_device__(p, 1),
+                    lambda p: type(p).__dlpack_device__(p, colour=1),
+                    lambda p: type(p).__dlpack__(p, 1)):
+            with pytest.raises(TypeError, match="argument"):
+                bad(cls(x))
+
+
+def test_methods_give_their_signatures():
+    dlpack = inspect.signature(Host.__dict__["__dlpack__"])
+    assert list(dlpack.parameters) == ["self", "stream", "max_version",
+                                       "dl_device", "copy"]
+    assert all(p.kind is p.KEYWORD_ONLY and p.default is None
+               for p in list(dlpack.parameters.values())[1:])
+    assert list(inspect.signature(Host.__dict__[
+        "__dlpack_device__"]).parameters) == ["self"]
+    assert list(inspect.signature(Host(filled((2,), "int8")).__dlpack__)
+                .parameters) == ["stream", "max_version", "dl_device",
+                                 "copy"]
+
+
+# In the main interpreter, the first caibridge module gives CPython's own
+# method descriptors, which 3.11 and later call without a generic call;
+# a second instance of the module (as a sub-interpreter has) gives methods
+# of its own type.  Both behave alike, before and after atexit has dropped
+# the main module's reference.
+TWO_MODULES = textwrap.dedent("""
+    import atexit, importlib.util, inspect, sys
+    import numpy as np
+    import caibridge
+
+    class Host:
+        def __init__(self, array_):
+            self.array = array_
+
+        @property
+        def __array_interface__(self):
+            return self.array.__array_interface__
+
+    def patched(module, name):
+        return module.add_dlpack(type(name, (Host,), {}))
+
+    def kinds(cls):
+        return {type(cls.__dict__[n]).__name__
+                for n in ("__dlpack__", "__dlpack_device__")}
+
+    def check(cls):
+        x = np.arange(6.0).reshape(2, 3)
+        got = np.from_dlpack(cls(x))
+        assert np.shares_memory(got, x) and (got == x).all()
+        assert cls(x).__dlpack_device__() == (1, 0)
+        assert "versioned" in repr(cls(x).__dlpack__(max_version=(1, 3)))
+        try:
+            cls(x).__dlpack__((1, 3))
+        except TypeError as e:
+            assert "positional" in str(e), e
+        else:
+            raise AssertionError("a positional argument was taken")
+        # Through the class, any object with an interface is described,
+        # as add_dlpack's methods always did; no object at all is refused.
+        assert cls.__dlpack_device__(x) == (1, 0)
+        assert "dltensor_versioned" in repr(
+            cls.__dlpack__(x, max_version=(1, 3)))
+        try:
+            cls.__dlpack__()
+        except TypeError as e:
+            assert "needs an instance" in str(e), e
+        else:
+            raise AssertionError("a call without an instance was taken")
+        return str(inspect.signature(cls.__dlpack__))
+
+    spec = importlib.util.find_spec("caibridge._core")
+    other = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(other)
+    assert other is not caibridge._core
+    first = patched(caibridge, "First")
+    second = patched(other, "Second")
+    # 3.10 makes a bound object for a call with keywords: its own
+    # descriptor's costs more than caibridge's method type's.
+    fast = ("method_descriptor" if sys.version_info >= (3, 11)
+            else "_BridgeMethod")
+    assert kinds(first) == {fast}, kinds(first)
+    assert kinds(second) == {"_BridgeMethod"}, kinds(second)
+    assert check(first) == check(second)
+    atexit._run_exitfuncs()
+    third = patched(caibridge, "Third")
+    assert kinds(third) == {fast}, kinds(third)
+    for cls in (first, second, third):
+        check(cls)
+    print("ok")
+""")
+
+
+def test_main_module_and_another_instance_give_the_same_methods():
+    proc = subprocess.run([sys.executable, "-c", TWO_MODULES],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.split() == ["ok"], (
+        proc.stdout + proc.stderr)
 
 
 @pytest.mark.parametrize("consumer", ["numpy", "torch", "jax"])

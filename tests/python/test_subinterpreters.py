@@ -24,7 +24,7 @@ TIMEOUT = 120
 # load in isolated sub-interpreters).  Each producer logs, when it dies,
 # its tag and the interpreter that ran its finalizer.
 BODY = r'''
-import array, gc, weakref
+import array, gc, sys, weakref
 import caibridge, xconsumer
 
 LOG = {log!r}
@@ -54,6 +54,22 @@ class Device:
     def __cuda_array_interface__(self):
         return {{"shape": (3,), "typestr": "<f8", "data": (self.ptr, False),
                  "version": 3}}
+
+@caibridge.add_dlpack
+class Patched:
+    """add_dlpack's methods: CPython's own method descriptors in the main
+    interpreter (3.11 on), caibridge's own type in a sub-interpreter."""
+    def __init__(self):
+        self.buf = array.array("d", VALUES)
+
+    @property
+    def __array_interface__(self):
+        return {{"shape": (3,), "typestr": "<f8", "data": self.buf,
+                 "version": 3}}
+
+KIND = ("method_descriptor" if HOME == 0 and sys.version_info >= (3, 11)
+        else "_BridgeMethod")
+assert type(Patched.__dict__["__dlpack__"]).__name__ == KIND, KIND
 
 class Producer:
     """A DLPack producer of its own (the Python protocol)."""
@@ -91,6 +107,14 @@ def round_trips(tag):
                                                max_version=(1, 3))))
     xconsumer.delete(taken(caibridge.as_dlpack(d, device=(2, 0)).__dlpack__(
         max_version=(1, 3), stream=-1)))
+    p = Patched()
+    xconsumer.delete(taken(p.__dlpack__(max_version=(1, 3))))
+    assert p.__dlpack_device__() == (1, 0)
+    pv = caibridge.from_dlpack(p)  # through the class's exchange table
+    assert pv.__array_interface__["data"][0] == p.buf.buffer_info()[0]
+    del pv
+    patched_alive = weakref.ref(p)
+    del p
     cai = caibridge.from_dlpack(caibridge.as_dlpack(d, device=(2, 0)))
     assert cai.__cuda_array_interface__["data"][0] == ptr
     # Unused capsules die too, and a tensor is deleted on a thread that
@@ -105,6 +129,7 @@ def round_trips(tag):
     del h, v, views, cv, d, cai
     gc.collect()
     assert alive() is None, "an owner was not released"
+    assert patched_alive() is None, "an add_dlpack owner was not released"
 '''
 
 PRELUDE = r'''
