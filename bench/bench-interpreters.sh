@@ -6,7 +6,8 @@
 # For each interpreter (pyenv's 3.10.13, 3.11.7, 3.12.1, 3.13.0 and a
 # free-threaded 3.13t by default; a version names
 # ~/.pyenv/versions/VERSION/bin/python3, or python3.13t for a VERSION ending
-# in t, anything else is taken as a path), pip-builds a copy of this tree into a virtual
+# in t, there or where .ci/python3.13t caches it; anything else is taken as
+# a path), pip-builds a copy of this tree into a virtual
 # environment with NumPy, builds the C consumer bench/xbench.c beside it,
 # counts instructions with bench.py --ratios, and prints the ratios side by
 # side with their targets.  Instruction counts only: no timing runs.
@@ -42,7 +43,9 @@ last=
 for want in "$@"; do
     case $want in
     */*) py=$want ;;
-    *t) py=$pyenv_root/versions/$want/bin/python${want%.*t}t ;;
+    *t) py=$pyenv_root/versions/$want/bin/python${want%.*t}t
+        # Else the one .ci/python3.13t built and cached (never built here).
+        [ -x "$py" ] || py=${CAIBRIDGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/caibridge}/python${want%.*t}t/bin/python${want%.*t}t ;;
     *) py=$pyenv_root/versions/$want/bin/python3 ;;
     esac
     if [ ! -x "$py" ]; then
