@@ -174,45 +174,35 @@ static PyObject *fast_dlpack_device(PyObject *obj, PyObject *unused)
     return st == NULL ? NULL : dlpack_device_call(st, obj, 0, NULL);
 }
 
-/* The descriptors' vectorcalls: every other call. */
-static PyObject *descr_dlpack(PyObject *descr, PyObject *const *args,
-                              size_t nargsf, PyObject *kwnames)
-{
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    cai_state *st;
-
-    if (method_self("__dlpack__", nargs) != 0 ||
-        (st = main_state_for(args[0])) == NULL)
-        return NULL;
-    return dlpack_call(st, args[0], args + 1, nargs - 1, kwnames);
-}
-
-static PyObject *descr_dlpack_device(PyObject *descr, PyObject *const *args,
-                                     size_t nargsf, PyObject *kwnames)
-{
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    cai_state *st;
-
-    if (method_self("__dlpack_device__", nargs) != 0 ||
-        (st = main_state_for(args[0])) == NULL)
-        return NULL;
-    return dlpack_device_call(st, args[0], nargs - 1, kwnames);
-}
-
 static PyMethodDef fast_dlpack_def = {
     "__dlpack__", (PyCFunction)(void (*)(void))fast_dlpack,
     METH_FASTCALL | METH_KEYWORDS, dlpack_doc};
 static PyMethodDef fast_dlpack_device_def = {
     "__dlpack_device__", fast_dlpack_device, METH_NOARGS, dlpack_device_doc};
 
+/* The descriptors' vectorcall: every other call of either method. */
+static PyObject *descr_call(PyObject *descr, PyObject *const *args,
+                            size_t nargsf, PyObject *kwnames)
+{
+    PyMethodDef *def = ((PyMethodDescrObject *)descr)->d_method;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    cai_state *st;
+
+    if (method_self(def->ml_name, nargs) != 0 ||
+        (st = main_state_for(args[0])) == NULL)
+        return NULL;
+    if (def == &fast_dlpack_def)
+        return dlpack_call(st, args[0], args + 1, nargs - 1, kwnames);
+    return dlpack_device_call(st, args[0], nargs - 1, kwnames);
+}
+
 /* CPython's method descriptor for def on type, called through ours. */
-static PyObject *fast_method(PyTypeObject *type, PyMethodDef *def,
-                             vectorcallfunc call)
+static PyObject *fast_method(PyTypeObject *type, PyMethodDef *def)
 {
     PyObject *descr = PyDescr_NewMethod(type, def);
 
     if (descr != NULL)
-        ((PyMethodDescrObject *)descr)->vectorcall = call;
+        ((PyMethodDescrObject *)descr)->vectorcall = descr_call;
     return descr;
 }
 
@@ -229,24 +219,13 @@ static PyMethodDef main_release_def = {
 int bridge_main_init(PyObject *module)
 {
     cai_state *expected = NULL, *st = PyModule_GetState(module);
-    PyObject *release, *atexit, *rc;
 
     if (!FAST_METHODS ||
         PyInterpreterState_Get() != PyInterpreterState_Main() ||
         __atomic_load_n(&main_state, __ATOMIC_ACQUIRE) != NULL)
         return 0;
-    release = PyCFunction_NewEx(&main_release_def, module, NULL);
-    if (release == NULL)
+    if (call_at_exit(PyCFunction_NewEx(&main_release_def, module, NULL)) != 0)
         return -1;
-    atexit = PyImport_ImportModule("atexit");
-    rc = atexit == NULL
-             ? NULL
-             : PyObject_CallMethod(atexit, "register", "O", release);
-    Py_XDECREF(atexit);
-    Py_DECREF(release);
-    if (rc == NULL)
-        return -1;
-    Py_DECREF(rc);
     if (__atomic_compare_exchange_n(&main_state, &expected, st, 0,
                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
         __atomic_store_n(&main_module, Py_NewRef(module), __ATOMIC_RELEASE);
@@ -495,10 +474,9 @@ PyObject *add_dlpack(PyObject *module, PyObject *cls)
         PyTypeObject *type = (PyTypeObject *)cls;
 
         if (set_new(cls, st->name[N_DLPACK],
-                    fast_method(type, &fast_dlpack_def, descr_dlpack)) != 0 ||
+                    fast_method(type, &fast_dlpack_def)) != 0 ||
             set_new(cls, st->name[N_DLPACK_DEVICE],
-                    fast_method(type, &fast_dlpack_device_def,
-                                descr_dlpack_device)) != 0)
+                    fast_method(type, &fast_dlpack_device_def)) != 0)
             return NULL;
     } else if (set_new(cls, st->name[N_DLPACK],
                        method_new(st, module, patched_dlpack, "__dlpack__",

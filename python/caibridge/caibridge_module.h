@@ -177,6 +177,10 @@ static inline cai_state *type_state(PyTypeObject *type)
 /* config.c: show_config's C side, the runtime search's link to Python */
 int config_init(PyObject *module);
 
+/* module.c: registers fn with this interpreter's atexit, taking the
+ * reference (fn NULL: the error already set); 0 or -1. */
+int call_at_exit(PyObject *fn);
+
 /* errors.c */
 PyObject *raise_status(cai_state *st, const cai_error_t *err);
 PyObject *readonly_legacy_error(void);

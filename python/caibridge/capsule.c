@@ -96,8 +96,7 @@ static PyMethodDef close_release_queue_def = {
 /* Registers the hook once per process, from the main interpreter. */
 int release_queue_init(void)
 {
-    PyObject *atexit, *hook, *done;
-    int hooked;
+    int hooked, failed;
 
     if (PyInterpreterState_Get() != PyInterpreterState_Main())
         return 0;
@@ -109,23 +108,11 @@ int release_queue_init(void)
     if (hooked)
         return 0;
     /* Python code runs here: not under the lock. */
-    if ((atexit = PyImport_ImportModule("atexit")) == NULL)
-        done = NULL;
-    else {
-        hook = PyCFunction_New(&close_release_queue_def, NULL);
-        done = hook == NULL
-                   ? NULL
-                   : PyObject_CallMethod(atexit, "register", "O", hook);
-        Py_XDECREF(hook);
-        Py_DECREF(atexit);
-    }
+    failed = call_at_exit(PyCFunction_New(&close_release_queue_def, NULL));
     pthread_mutex_lock(&release_lock);
-    release_hooked = done == NULL ? 0 : 2;
+    release_hooked = failed ? 0 : 2;
     pthread_mutex_unlock(&release_lock);
-    if (done == NULL)
-        return -1;
-    Py_DECREF(done);
-    return 0;
+    return failed;
 }
 
 /* Queues owner for the main thread; 0 when queued or deliberately left
@@ -267,7 +254,7 @@ static PyMethodDef home_close_def = {
 cai_home *home_new(PyObject *module)
 {
     cai_home *home = malloc(sizeof *home);
-    PyObject *capsule, *closer, *atexit, *rc;
+    PyObject *capsule, *closer;
 
     if (home == NULL) {
         PyErr_NoMemory();
@@ -283,16 +270,8 @@ cai_home *home_new(PyObject *module)
     }
     closer = PyCFunction_NewEx(&home_close_def, capsule, NULL);
     Py_DECREF(capsule);
-    if (closer == NULL)
+    if (call_at_exit(closer) != 0)
         goto fail;
-    atexit = PyImport_ImportModule("atexit");
-    rc = atexit == NULL ? NULL
-                        : PyObject_CallMethod(atexit, "register", "O", closer);
-    Py_XDECREF(atexit);
-    Py_DECREF(closer);
-    if (rc == NULL)
-        goto fail;
-    Py_DECREF(rc);
     return home;
 
 fail:

@@ -254,7 +254,6 @@ static PyMethodDef config_methods[] = {
 int config_init(PyObject *module)
 {
     cai_cuda_search_hook(offer_dirs);
-    PyObject *atexit, *poll, *rc;
 
     if (read_release_env() != 0 ||
         PyModule_AddFunctions(module, config_methods) != 0)
@@ -262,14 +261,5 @@ int config_init(PyObject *module)
     release_notices_on();
     /* At exit the releases whose consumer is done go, without waiting;
      * the others are left (their owners are leaked once finalizing). */
-    poll = PyObject_GetAttrString(module, "_release_exit");
-    atexit = poll == NULL ? NULL : PyImport_ImportModule("atexit");
-    rc = atexit == NULL ? NULL
-                        : PyObject_CallMethod(atexit, "register", "O", poll);
-    Py_XDECREF(atexit);
-    Py_XDECREF(poll);
-    if (rc == NULL)
-        return -1;
-    Py_DECREF(rc);
-    return 0;
+    return call_at_exit(PyObject_GetAttrString(module, "_release_exit"));
 }

@@ -351,6 +351,23 @@ static void module_free(void *module)
     }
 }
 
+int call_at_exit(PyObject *fn)
+{
+    PyObject *atexit, *rc;
+
+    if (fn == NULL)
+        return -1;
+    atexit = PyImport_ImportModule("atexit");
+    rc = atexit == NULL ? NULL
+                        : PyObject_CallMethod(atexit, "register", "O", fn);
+    Py_XDECREF(atexit);
+    Py_DECREF(fn);
+    if (rc == NULL)
+        return -1;
+    Py_DECREF(rc);
+    return 0;
+}
+
 static int intern_names(cai_state *st)
 {
     int i;
