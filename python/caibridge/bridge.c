@@ -180,19 +180,27 @@ static PyMethodDef fast_dlpack_def = {
 static PyMethodDef fast_dlpack_device_def = {
     "__dlpack_device__", fast_dlpack_device, METH_NOARGS, dlpack_device_doc};
 
-/* The descriptors' vectorcall: every other call of either method. */
-static PyObject *descr_call(PyObject *descr, PyObject *const *args,
-                            size_t nargsf, PyObject *kwnames)
+static PyObject *descr_dlpack(PyObject *descr, PyObject *const *args,
+                              size_t nargsf, PyObject *kwnames)
 {
-    PyMethodDef *def = ((PyMethodDescrObject *)descr)->d_method;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     cai_state *st;
 
-    if (method_self(def->ml_name, nargs) != 0 ||
+    if (method_self("__dlpack__", nargs) != 0 ||
         (st = main_state_for(args[0])) == NULL)
         return NULL;
-    if (def == &fast_dlpack_def)
-        return dlpack_call(st, args[0], args + 1, nargs - 1, kwnames);
+    return dlpack_call(st, args[0], args + 1, nargs - 1, kwnames);
+}
+
+static PyObject *descr_dlpack_device(PyObject *descr, PyObject *const *args,
+                                     size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    cai_state *st;
+
+    if (method_self("__dlpack_device__", nargs) != 0 ||
+        (st = main_state_for(args[0])) == NULL)
+        return NULL;
     return dlpack_device_call(st, args[0], nargs - 1, kwnames);
 }
 
@@ -202,7 +210,8 @@ static PyObject *fast_method(PyTypeObject *type, PyMethodDef *def)
     PyObject *descr = PyDescr_NewMethod(type, def);
 
     if (descr != NULL)
-        ((PyMethodDescrObject *)descr)->vectorcall = descr_call;
+        ((PyMethodDescrObject *)descr)->vectorcall =
+            def == &fast_dlpack_def ? descr_dlpack : descr_dlpack_device;
     return descr;
 }
 
