@@ -13,6 +13,7 @@ CAI_PY_SOURCES = \
 	python/caibridge/interface.c \
 	python/caibridge/args.c \
 	python/caibridge/streams.c \
+	python/caibridge/waiter.c \
 	python/caibridge/dlpackview.c \
 	python/caibridge/caiview.c \
 	python/caibridge/fromdlpack.c \

@@ -101,6 +101,28 @@ unsigned long long cai_context_id_or_0(struct op *op, CUcontext context)
     return id;
 }
 
+/* 1 when context, whose id was id, still lives (or id is 0, unknown); 0
+ * when it has ended: destroyed (709, or the driver itself shut down) or its
+ * handle names a newer context (a reset keeps the handle, not the id); -1
+ * when the driver could not tell, failed in op.  Only an answer that says
+ * "ended" lets a caller drop events or count work as done. */
+int cai_context_alive(struct op *op, CUcontext context, unsigned long long id)
+{
+    unsigned long long now = 0;
+    CUresult rc;
+
+    if (id == 0)
+        return 1;
+    rc = cai_context_id_try(op, context, &now);
+    if (rc == CUDA_SUCCESS)
+        return now == id;
+    if (rc == CUDA_ERROR_CONTEXT_IS_DESTROYED ||
+        rc == CUDA_ERROR_DEINITIALIZED)
+        return 0;
+    cai_op_failed(op, "cuCtxGetId", rc);
+    return -1;
+}
+
 /* The device of a context, by its id: ids are never reused and a context
  * never changes device, so an entry never goes stale. */
 #define DEVICE_IDS 16
@@ -140,13 +162,17 @@ int cai_context_device(struct op *op, CUdevice *device)
     return 0;
 }
 
-/* Whether the pool's context still is the one its events were made in. */
+/* Whether the pool's context may still be the one its events were made
+ * in: only a clear "ended" lets its slot (and handles) go. */
 static int pool_alive(const struct pool *p)
 {
     unsigned long long id = 0;
+    CUresult rc = cai_drv.ctx_get_id(p->context, &id);
 
-    return cai_drv.ctx_get_id(p->context, &id) == CUDA_SUCCESS &&
-           id == p->context_id;
+    if (rc == CUDA_SUCCESS)
+        return id == p->context_id;
+    return rc != CUDA_ERROR_CONTEXT_IS_DESTROYED &&
+           rc != CUDA_ERROR_DEINITIALIZED;
 }
 
 /* The pool of context id; with make, a free one (context set) when it has

@@ -36,7 +36,7 @@ static void unrelax(enum cudaStreamCaptureMode mode)
         (void)cai_rt.thread_exchange_capture_mode(&mode);
 }
 
-static cudaError_t host_wait_event(cudaEvent_t event)
+cudaError_t cai_host_wait_event(cudaEvent_t event)
 {
     enum cudaStreamCaptureMode mode = relax();
     cudaError_t rc = cai_rt.event_synchronize(event);
@@ -142,9 +142,10 @@ static int record_in(struct op *op, intptr_t stream, DLDevice device,
     fence->context = op->now;
     fence->have_context = op->have_saved;
     /* Also for a captured event, never pooled: its liveness is told by
-     * the id. */
-    if (cai_context_id(op, fence->context, &fence->context_id) != 0)
-        return -1;
+     * the id.  When the driver cannot say (id 0) the event is not pooled
+     * and its context taken as alive: a release still records and waits
+     * rather than let its producer go. */
+    fence->context_id = cai_context_id_or_0(op, fence->context);
     pooled = cai_event_take(op, fence, &fence->event);
     if (pooled < 0)
         return -1;
@@ -161,18 +162,12 @@ static int record_in(struct op *op, intptr_t stream, DLDevice device,
 
 /* Whether the fence's context is still the one its event was made in: a
  * context destroyed or reset since took its events with it, and their
- * handles may be another library's by now.  Unknown ids count as alive. */
-static int fence_context_alive(struct op *op, const cai_fence_t *fence)
+ * handles may be another library's by now.  1 alive (or unknown id), 0
+ * gone, -1 the driver could not tell (in op). */
+int cai_fence_alive(struct op *op, const cai_fence_t *fence)
 {
-    unsigned long long id = 0;
-
-    if (fence->context_id == 0)
-        return 1;
-    /* A driver call: it leaves no runtime error behind. */
-    return cai_context_id_try(op, fence->context, &id) == CUDA_SUCCESS &&
-           id == fence->context_id;
+    return cai_context_alive(op, fence->context, fence->context_id);
 }
-
 
 /* Makes stream wait on fence within op; known: the context of a default
  * stream.  *refusal says why nothing was queued, if so; *entered (when
@@ -184,14 +179,16 @@ static int wait_in(struct op *op, const cai_fence_t *fence, intptr_t stream,
     enum cudaStreamCaptureStatus state;
     unsigned long long id;
     unsigned flags = 0;
-    int none = 0;
+    int none = 0, alive;
 
     *refusal = NULL;
     if (fence->event == NULL)
         return 0;
-    /* Its context is gone, and its work with it: nothing to wait for. */
-    if (!fence_context_alive(op, fence))
-        return 0;
+    /* Its context is gone, and its work with it: nothing to wait for.
+     * Not knowing is an error, never "unordered". */
+    alive = cai_fence_alive(op, fence);
+    if (alive <= 0)
+        return alive;
     if (cai_enter_stream_context(op, stream, fence->device, known, 0, &none) !=
         0)
         return -1;
@@ -204,7 +201,7 @@ static int wait_in(struct op *op, const cai_fence_t *fence, intptr_t stream,
         if (cai_enter_fence_context(op, fence) != 0)
             return -1;
         return cai_op_failed(op, "cudaEventSynchronize",
-                             host_wait_event(fence->event))
+                             cai_host_wait_event(fence->event))
                    ? -1
                    : 0;
     }
@@ -253,7 +250,7 @@ static int wait_in(struct op *op, const cai_fence_t *fence, intptr_t stream,
  * context when none is current, and still (in the current one) when that
  * switch fails, so it never leaks.  The event of a context that is gone is
  * dropped, not destroyed: the handle may be another library's now. */
-static void destroy_in(struct op *op, struct cai_fence *fence)
+void cai_destroy_in(struct op *op, struct cai_fence *fence)
 {
     if (fence->event == NULL)
         return;
@@ -263,7 +260,9 @@ static void destroy_in(struct op *op, struct cai_fence *fence)
         fence->event = NULL;
         return;
     }
-    if (!fence_context_alive(op, fence)) {
+    /* Not knowing (a failed cuCtxGetId, reported) destroys it all the
+     * same: an event is never dropped while its context may live. */
+    if (cai_fence_alive(op, fence) == 0) {
         cai_event_forget(fence->context_id);
         fence->event = NULL;
         return;
@@ -275,8 +274,8 @@ static void destroy_in(struct op *op, struct cai_fence *fence)
 
 /* Ends op: restores the context, reports, and turns a refusal into
  * CAI_EUNSUPPORTED. */
-static int op_finish(struct op *op, const char *whose, const char *refusal,
-                     cai_error_t *err)
+int cai_op_finish(struct op *op, const char *whose, const char *refusal,
+                  cai_error_t *err)
 {
     int status;
 
@@ -304,10 +303,10 @@ static int record_fence_in(struct op *op, const cai_desc_t *producer,
         record_in(op, producer->stream, producer->device, NULL, fence);
     /* Destroyed before the restore, so its context is not left current. */
     if (op->call != NULL)
-        destroy_in(op, fence);
+        cai_destroy_in(op, fence);
     cai_ctx_restore(op);
     if (op->restore_call != NULL) {
-        destroy_in(op, fence);
+        cai_destroy_in(op, fence);
         cai_ctx_restore(op);
     }
     status = cai_op_end(op, err);
@@ -369,7 +368,7 @@ int cai_wait_fence(const cai_fence_t *fence, intptr_t consumer,
                      ? fence->context_id
                      : cai_context_id_or_0(&op, entered);
     }
-    return op_finish(&op, "consumer's", refusal, err);
+    return cai_op_finish(&op, "consumer's", refusal, err);
 }
 
 /* cai_cuda_order in one operation: one context save and restore. */
@@ -389,8 +388,8 @@ int cai_order_now(const cai_desc_t *producer, intptr_t consumer,
         wait_in(&op, &fence, consumer, NULL, 1, &refusal, NULL);
     /* Safe right after the wait is queued: the runtime frees the event
      * once it has completed. */
-    destroy_in(&op, &fence);
-    return op_finish(&op, "consumer's", refusal, err);
+    cai_destroy_in(&op, &fence);
+    return cai_op_finish(&op, "consumer's", refusal, err);
 }
 
 int cai_synchronize(intptr_t stream, cai_error_t *err)
@@ -410,7 +409,7 @@ int cai_synchronize(intptr_t stream, cai_error_t *err)
         !none)
         cai_op_failed(&op, "cudaStreamSynchronize",
                       host_wait_stream(cai_stream_handle(stream)));
-    return op_finish(&op, "", NULL, err);
+    return cai_op_finish(&op, "", NULL, err);
 }
 
 /* A device without concurrent managed access forbids the host to touch
@@ -450,70 +449,17 @@ int cai_fence_synchronize(const cai_fence_t *fence, cai_error_t *err)
         return status;
     if (cai_ctx_save(&op) == 0 && cai_enter_fence_context(&op, fence) == 0 &&
         !cai_op_failed(&op, "cudaEventSynchronize",
-                       host_wait_event(fence->event)) &&
+                       cai_host_wait_event(fence->event)) &&
         fence->device.device_type == kDLCUDAManaged)
         wait_for_device(&op, fence);
-    return op_finish(&op, "producer's", NULL, err);
-}
-
-/*
- * Releases waiting for their consumer: the event recorded on the consumer's
- * stream at release, and the producer's owner, kept until that event has
- * completed (polled with cudaEventQuery, never waited on).
- */
-struct pending {
-    struct cai_fence back;
-    int fresh; /* recorded in this very operation: its context lives */
-    void *owner;
-    cai_release_fn release;
-    struct pending *next;
-};
-static struct pending *pending_head;
-static long pending_count; /* atomic reads outside the lock */
-static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
-
-long cai_release_pending_count(void)
-{
-    return __atomic_load_n(&pending_count, __ATOMIC_ACQUIRE);
-}
-
-static void (*notifier)(void); /* atomic */
-
-void cai_release_set_notifier(void (*fn)(void))
-{
-    __atomic_store_n(&notifier, fn, __ATOMIC_RELEASE);
-}
-
-/* Runs on a CUDA thread when the consumer's stream gets there. */
-static void CUDART_CB notify(void *unused)
-{
-    void (*fn)(void) = __atomic_load_n(&notifier, __ATOMIC_ACQUIRE);
-
-    (void)unused;
-    if (fn != NULL)
-        fn();
-}
-
-/* After a deferred release's record (the consumer's stream's context
- * current): a host function there tells the notifier, so the
- * producer goes without a further call.  Best effort: a poll at the next
- * call covers a failure, whose error is not left behind. */
-static void queue_notice(intptr_t stream)
-{
-    if (__atomic_load_n(&notifier, __ATOMIC_ACQUIRE) == NULL ||
-        cai_rt.launch_host_func == NULL)
-        return;
-    /* Its failure is now the thread's last error: ours, so cleared. */
-    if (cai_rt.launch_host_func(cai_stream_handle(stream), notify, NULL) !=
-        cudaSuccess)
-        cai_rt.get_last_error();
+    return cai_op_finish(&op, "producer's", NULL, err);
 }
 
 /* Records the reverse edge's event on consumer_stream into *back, within
  * op; *refusal says why nothing could be recorded. */
-static int release_record(struct op *op, const cai_fence_t *fence,
-                          intptr_t consumer_stream, const CUcontext *known,
-                          struct cai_fence *back, const char **refusal)
+int cai_release_record(struct op *op, const cai_fence_t *fence,
+                       intptr_t consumer_stream, const CUcontext *known,
+                       struct cai_fence *back, const char **refusal)
 {
     memset(back, 0, sizeof *back);
     if (record_in(op, consumer_stream, fence->device, known, back) != 0)
@@ -523,7 +469,7 @@ static int release_record(struct op *op, const cai_fence_t *fence,
         *refusal = "the consumer's stream is capturing a CUDA graph, so "
                    "its work on the data runs only when the graph is "
                    "launched; release after the capture ends";
-        destroy_in(op, back);
+        cai_destroy_in(op, back);
     }
     return 0;
 }
@@ -542,8 +488,8 @@ int cai_fence_release(const cai_fence_t *fence, intptr_t consumer_stream,
     if (rc != 0)
         return rc;
     if (cai_ctx_save(&op) == 0 &&
-        release_record(&op, fence, consumer_stream, NULL, &back, &refusal) ==
-            0 &&
+        cai_release_record(&op, fence, consumer_stream, NULL, &back,
+                           &refusal) == 0 &&
         back.event != NULL &&
         (fence->stream == CAI_STREAM_LEGACY ||
          (fence->stream == CAI_STREAM_PER_THREAD &&
@@ -553,191 +499,8 @@ int cai_fence_release(const cai_fence_t *fence, intptr_t consumer_stream,
         wait_in(&op, &back, fence->stream,
                 fence->have_context ? &fence->context : NULL, 0, &refusal,
                 NULL);
-    destroy_in(&op, &back);
-    return op_finish(&op, "producer's", refusal, err);
-}
-
-static struct pending *take_done(struct op *op, int wait);
-static void run_done(struct op *op, struct pending *done, int *status,
-                     const char *refusal, cai_error_t *err);
-
-/* The context a consumer's default stream was noted in at hand-over, when
- * it still lives (*context NULL when none was noted); -1 when it has ended
- * since, and the consumer's work with it. */
-static int noted_context(struct op *op, const cai_consumer_at *at,
-                         CUcontext *context)
-{
-    unsigned long long id;
-
-    *context = NULL;
-    if (at == NULL || at->context == NULL)
-        return 0;
-    if (at->id != 0 &&
-        (cai_context_id_try(op, at->context, &id) != CUDA_SUCCESS ||
-         id != at->id))
-        return -1;
-    *context = at->context;
-    return 0;
-}
-
-int cai_fence_release_owner(const cai_fence_t *fence, intptr_t consumer_stream,
-                            unsigned flags, void *owner,
-                            cai_release_fn release, cai_error_t *err)
-{
-    return cai_fence_release_owner_at(fence, consumer_stream, NULL, flags,
-                                      owner, release, err);
-}
-
-int cai_fence_release_owner_at(const cai_fence_t *fence,
-                               intptr_t consumer_stream,
-                               const cai_consumer_at *at, unsigned flags,
-                               void *owner, cai_release_fn release,
-                               cai_error_t *err)
-{
-    struct pending *p = NULL;
-    struct cai_fence back;
-    const char *refusal = NULL;
-    CUcontext noted;
-    struct op op;
-    int rc = cai_consumer_waits(fence, consumer_stream, err);
-
-    if (rc <= 0 || (rc = cai_op_begin(&op, "stream", err)) != 0) {
-        if (release != NULL)
-            release(owner);
-        return rc;
-    }
-    memset(&back, 0, sizeof back);
-    if (cai_ctx_save(&op) == 0 && noted_context(&op, at, &noted) == 0 &&
-        release_record(&op, fence, consumer_stream,
-                       noted != NULL ? &noted : NULL, &back, &refusal) == 0 &&
-        back.event != NULL) {
-        if (flags & CAI_RELEASE_BLOCK) {
-            cai_op_failed(&op, "cudaEventSynchronize",
-                          host_wait_event(back.event));
-        } else if ((p = malloc(sizeof *p)) != NULL) {
-            queue_notice(consumer_stream);
-            p->back = back;
-            p->fresh = 1;
-            p->owner = owner;
-            p->release = release;
-            back.event = NULL;
-        } else {
-            /* No memory to keep it: the host waits instead. */
-            cai_op_failed(&op, "cudaEventSynchronize",
-                          host_wait_event(back.event));
-        }
-    }
-    destroy_in(&op, &back);
-    if (p != NULL) {
-        pthread_mutex_lock(&pending_lock);
-        p->next = pending_head;
-        pending_head = p;
-        __atomic_add_fetch(&pending_count, 1, __ATOMIC_RELEASE);
-        pthread_mutex_unlock(&pending_lock);
-    } else if (release != NULL) {
-        /* Nothing to wait for (or a failure): after the restore. */
-        p = malloc(sizeof *p);
-        if (p == NULL) {
-            rc = op_finish(&op, "consumer's", refusal, err);
-            release(owner);
-            return rc;
-        }
-        memset(p, 0, sizeof *p);
-        p->owner = owner;
-        p->release = release;
-        run_done(&op, p, &rc, refusal, err);
-        return rc;
-    }
-    /* The first poll, in this same operation: this release (often a
-     * short kernel, done by now) and the earlier ones. */
-    run_done(&op, op.call == NULL ? take_done(&op, 0) : NULL, &rc, refusal,
-             err);
-    return rc;
-}
-
-/* Takes the releases whose event has completed (all when wait: after a
- * host wait each) off the list, within op; returns them. */
-static struct pending *take_done(struct op *op, int wait)
-{
-    struct pending *done = NULL, **at, *p;
-    int not_ready = 0;
-    cudaError_t rc;
-
-    if (cai_release_pending_count() == 0)
-        return NULL;
-    /* A query's "not ready" would replace an error the framework has
-     * pending (the runtime keeps only the latest): the poll waits for a
-     * later call.  A stale "not ready" is an answer, no one's error. */
-    if (!wait) {
-        rc = cai_rt.peek_at_last_error();
-        if (rc != cudaSuccess && rc != cudaErrorNotReady)
-            return NULL;
-    }
-    pthread_mutex_lock(&pending_lock);
-    for (at = &pending_head; (p = *at) != NULL;) {
-        if (!p->fresh && !fence_context_alive(op, &p->back)) {
-            rc = cudaSuccess; /* its work went with its context */
-        } else {
-            cai_enter_fence_context(op, &p->back);
-            rc = wait ? host_wait_event(p->back.event)
-                      : cai_rt.event_query(p->back.event);
-        }
-        p->fresh = 0;
-        if (rc == cudaErrorNotReady) {
-            not_ready = 1;
-            at = &p->next;
-            continue;
-        }
-        if (rc != cudaSuccess)
-            cai_op_failed(op, wait ? "cudaEventSynchronize" : "cudaEventQuery",
-                          rc);
-        *at = p->next;
-        p->next = done;
-        done = p;
-        __atomic_sub_fetch(&pending_count, 1, __ATOMIC_RELEASE);
-    }
-    pthread_mutex_unlock(&pending_lock);
-    /* "Not ready" is an answer, not an error: none is left behind (none
-     * other was pending, as the peek above found). */
-    if (not_ready)
-        cai_rt.get_last_error();
-    return done;
-}
-
-/* Ends op (its status in *status) with done's events destroyed or pooled,
- * then runs their owners' releases, after the caller's context is back and
- * outside the lock: a release callback may call caibridge again. */
-static void run_done(struct op *op, struct pending *done, int *status,
-                     const char *refusal, cai_error_t *err)
-{
-    struct pending *p;
-
-    for (p = done; p != NULL; p = p->next)
-        destroy_in(op, &p->back);
-    *status = op_finish(op, "consumer's", refusal, err);
-    while ((p = done) != NULL) {
-        done = p->next;
-        if (p->release != NULL)
-            p->release(p->owner);
-        free(p);
-    }
-}
-
-int cai_release_poll(int wait, cai_error_t *err)
-{
-    struct op op;
-    int status;
-
-    if (cai_release_pending_count() == 0)
-        return cai_ok(err);
-    status = cai_op_begin(&op, "stream", err);
-    if (status != 0)
-        return status;
-    /* A failed query is reported, but its release goes ahead: a sticky
-     * error means the consumer's work will never run. */
-    (void)cai_ctx_save(&op);
-    run_done(&op, take_done(&op, wait), &status, NULL, err);
-    return status;
+    cai_destroy_in(&op, &back);
+    return cai_op_finish(&op, "producer's", refusal, err);
 }
 
 int cai_fence_destroy(cai_fence_t *fence, cai_error_t *err)
@@ -756,8 +519,8 @@ int cai_fence_destroy(cai_fence_t *fence, cai_error_t *err)
     if (status == 0) {
         /* Destroyed even when the save fails: an event never leaks. */
         (void)cai_ctx_save(&op);
-        destroy_in(&op, fence);
-        status = op_finish(&op, "", NULL, err);
+        cai_destroy_in(&op, fence);
+        status = cai_op_finish(&op, "", NULL, err);
     }
     free(fence);
     return status;

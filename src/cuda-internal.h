@@ -76,8 +76,6 @@ struct cudart {
     /* Optional: NULL when the runtime lacks them. */
     cudaError_t(CUDARTAPI *thread_exchange_capture_mode)(
         enum cudaStreamCaptureMode *);
-    cudaError_t(CUDARTAPI *launch_host_func)(cudaStream_t, cudaHostFn_t,
-                                             void *);
 };
 
 /* The driver's entry points: the exact current context (NULL included) is
@@ -99,6 +97,9 @@ struct cudriver {
     /* Optional (driver 12.0+): an id never reused, unlike a context's
      * address after cuCtxDestroy or a reset.  NULL: no event pool. */
     CUresult(CUDAAPI *ctx_get_id)(CUcontext, unsigned long long *);
+    /* Optional: polls that neither read nor set the runtime's last error
+     * (a framework's pending error stays its own).  NULL: the runtime's. */
+    CUresult(CUDAAPI *event_query)(CUevent);
 };
 
 /* cuda-runtime.c: written once under pthread_once, read-only afterwards. */
@@ -188,7 +189,18 @@ int cai_context_id_try(struct op *op, CUcontext context,
 /* cai_context_id without failing op: 0 (unknown) without the pool or on
  * failure. */
 unsigned long long cai_context_id_or_0(struct op *op, CUcontext context);
+int cai_context_alive(struct op *op, CUcontext context, unsigned long long id);
 int cai_context_device(struct op *op, CUdevice *device);
+
+/* cuda-fence.c, for cuda-pending.c */
+cudaError_t cai_host_wait_event(cudaEvent_t event);
+int cai_fence_alive(struct op *op, const cai_fence_t *fence);
+void cai_destroy_in(struct op *op, struct cai_fence *fence);
+int cai_op_finish(struct op *op, const char *whose, const char *refusal,
+                  cai_error_t *err);
+int cai_release_record(struct op *op, const cai_fence_t *fence,
+                       intptr_t consumer_stream, const CUcontext *known,
+                       struct cai_fence *back, const char **refusal);
 
 #else /* !HAVE_CUDA */
 

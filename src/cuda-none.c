@@ -134,9 +134,14 @@ long cai_release_pending_count(void)
     return 0;
 }
 
-void cai_release_set_notifier(void (*fn)(void))
+void cai_release_set_waker(void (*fn)(void))
 {
     (void)fn;
+}
+
+int cai_release_ready(void)
+{
+    return 0;
 }
 
 int cai_fence_destroy(cai_fence_t *fence, cai_error_t *err)

@@ -42,13 +42,20 @@ int cai_fence_release_owner_at(const cai_fence_t *fence,
 int cai_locate_fence(cai_desc_t *desc, int order, cai_fence_t **out,
                      cai_error_t *err);
 
-/* Releases whose consumer's work has not finished yet (cuda-fence.c). */
+/* Releases whose consumer's work has not finished yet (cuda-pending.c). */
 long cai_release_pending_count(void);
 
-/* fn is called, on a CUDA thread that must not call CUDA, each time a
- * consumer's stream reaches the point of a deferred release, so that the
- * caller can schedule a poll (NULL: none). */
-void cai_release_set_notifier(void (*fn)(void));
+/* fn is called, on the releasing thread and with no lock held, each time a
+ * release starts to wait for its consumer, so that the caller can have a
+ * thread of its own watch for it (NULL: none).  fn must not block. */
+void cai_release_set_waker(void (*fn)(void));
+
+/* For that thread: how many streams' oldest pending release has completed
+ * since the last poll, found without a context, without touching the
+ * runtime's last error and without running any release (so with no
+ * interpreter lock); then cai_release_poll lets them go.  0 in a forked
+ * child, and when the driver has no cuEventQuery (polls at calls only). */
+int cai_release_ready(void);
 
 /* The driver entry points the found driver lacks, each ended by a NUL and
  * the list by another ("" when none, or no driver at all); cuda-runtime.c. */

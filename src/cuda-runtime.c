@@ -152,7 +152,6 @@ static int bind_runtime(void *handle, const char *what)
     /* Optional: host waits relax the thread's capture mode with it. */
     *(void **)&cai_rt.thread_exchange_capture_mode =
         dlsym(handle, "cudaThreadExchangeStreamCaptureMode");
-    *(void **)&cai_rt.launch_host_func = dlsym(handle, "cudaLaunchHostFunc");
     rc = cai_rt.runtime_get_version(&cai_rt_version);
     if (rc != cudaSuccess) {
         set_problem("%s: cudaRuntimeGetVersion failed with CUDA error %d",
@@ -794,6 +793,7 @@ static void load_driver(void)
         return;
     /* Optional (driver 12.0+); without it events are not pooled. */
     *(void **)&table.ctx_get_id = dlsym(handle, "cuCtxGetId");
+    *(void **)&table.event_query = dlsym(handle, "cuEventQuery");
     cai_drv = table;
 }
 

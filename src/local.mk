@@ -12,6 +12,7 @@ CAI_CORE_SOURCES = \
 	src/cuda-context.c \
 	src/cuda-locate.c \
 	src/cuda-fence.c \
+	src/cuda-pending.c \
 	src/cuda-events.c \
 	src/cuda-none.c
 

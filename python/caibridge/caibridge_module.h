@@ -387,15 +387,21 @@ void release_edge(void *p);
 void edge_unused(void *p);
 void poll_releases(void);
 void set_release_blocking(int on);
-void release_notices_on(void);
 int edge_owner(const cai_fence_t *fence, intptr_t consumer,
                const cai_consumer_at *at, void **owner,
                cai_release_fn *release);
 PyObject *reported_stream(int given, intptr_t s);
 
+/* waiter.c */
+int waiter_init(void);
+void waiter_close(void);
+void waiter_pause(int on);
+int waiter_running(void);
+
 /* capsule.c */
 extern const char CAPSULE_LEGACY[], CAPSULE_VERSIONED[];
 void release_pyobject(void *owner);
+int owner_left_behind(void *owner, cai_release_fn release);
 int release_queue_init(void);
 cai_home *home_new(PyObject *module);
 void home_release(cai_home *home);

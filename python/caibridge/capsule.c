@@ -296,6 +296,18 @@ static void release_away_owner(void *p)
     free(a);
 }
 
+/* Whether release(owner) will leave its object alive for good, its
+ * interpreter having ended: what only that object would free is then the
+ * caller's to free. */
+int owner_left_behind(void *owner, cai_release_fn release)
+{
+    away_owner *a = owner;
+
+    return release == release_away_owner &&
+           (!Py_IsInitialized() || cai_is_finalizing() ||
+            !__atomic_load_n(&a->home->open, __ATOMIC_ACQUIRE));
+}
+
 /* The owner for a tensor holding obj (whose reference is consumed) made in
  * home's interpreter.  -1 (obj dropped, no exception) without memory. */
 int owner_away(cai_home *home, PyObject *obj, void **owner,

@@ -221,19 +221,34 @@ static PyObject *release_blocking(PyObject *module, PyObject *on)
     Py_RETURN_NONE;
 }
 
-/* At exit: no more polls scheduled from CUDA threads (the interpreter is
- * going), then the releases whose consumer is done go. */
+/* At exit: the main interpreter's stops the waiter (the interpreter is
+ * going; another interpreter's leaves it alone), then the releases whose
+ * consumer is done go. */
 static PyObject *release_exit(PyObject *module, PyObject *unused)
 {
-    cai_release_set_notifier(NULL);
+    waiter_close();
     (void)cai_release_poll(0, NULL);
     Py_RETURN_NONE;
+}
+
+static PyObject *release_waiter(PyObject *module, PyObject *on)
+{
+    int value = PyObject_IsTrue(on);
+
+    if (value < 0)
+        return NULL;
+    waiter_pause(!value);
+    return PyBool_FromLong(waiter_running());
 }
 
 static PyMethodDef config_methods[] = {
     {"_release_exit", release_exit, METH_NOARGS,
      "_release_exit()\n--\n\nRun at exit: stops scheduling polls and "
      "drops the producers of finished releases."},
+    {"_release_waiter", release_waiter, METH_O,
+     "_release_waiter(on)\n--\n\nLets the release waiter run (True) or "
+     "holds it still, with no CUDA call of its own, once this returns "
+     "(False); returns whether its thread exists."},
     {"_set_release_blocking", release_blocking, METH_O,
      "_set_release_blocking(on)\n--\n\nAs CAIBRIDGE_RELEASE=block (True) "
      "or poll (False), from now on."},
@@ -258,7 +273,8 @@ int config_init(PyObject *module)
     if (read_release_env() != 0 ||
         PyModule_AddFunctions(module, config_methods) != 0)
         return -1;
-    release_notices_on();
+    if (waiter_init() != 0)
+        return -1;
     /* At exit the releases whose consumer is done go, without waiting;
      * the others are left (their owners are leaked once finalizing). */
     return call_at_exit(PyObject_GetAttrString(module, "_release_exit"));

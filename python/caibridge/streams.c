@@ -198,36 +198,13 @@ int cai_py_host_wait(cai_state *st, const cai_desc_t *d, int sync)
 }
 
 /* Releases whose consumer has finished are run (their producers dropped)
- * at each hand-over and release, without waiting and without a CUDA call
- * when none is pending.  A failed query cannot be reported here; its
+ * at each hand-over and release, and by the waiter (waiter.c), without
+ * waiting and without a CUDA call when none is pending.  A failed query cannot be reported here; its
  * owner goes all the same. */
 void poll_releases(void)
 {
     if (cai_release_pending_count() != 0)
         (void)cai_release_poll(0, NULL);
-}
-
-/* A pending call in the main interpreter: the poll, with the GIL. */
-static int pending_poll(void *unused)
-{
-    (void)unused;
-    poll_releases();
-    return 0;
-}
-
-/* Called on a CUDA thread (no Python state, no CUDA calls allowed) when a
- * consumer's stream passed a deferred release: the poll is scheduled, so
- * the producer goes with no further call into caibridge.  Not once
- * finalizing: the releases left then are dropped. */
-static void schedule_poll(void)
-{
-    if (Py_IsInitialized() && !cai_is_finalizing())
-        (void)Py_AddPendingCall(pending_poll, NULL);
-}
-
-void release_notices_on(void)
-{
-    cai_release_set_notifier(schedule_poll);
 }
 
 /* CAIBRIDGE_RELEASE=block (config.c): the host waits at release for the
@@ -265,6 +242,11 @@ static void edge_done(void *p)
 {
     edge *e = p;
 
+    /* An owner (the view holding the fence) whose interpreter has ended
+     * is left alive for good, so it would never destroy its fence: the
+     * fence's event is destroyed here instead, never leaked. */
+    if (owner_left_behind(e->owner, e->release))
+        (void)cai_fence_destroy((cai_fence_t *)(uintptr_t)e->fence, NULL);
     e->release(e->owner);
     PyMem_RawFree(e);
 }

@@ -675,6 +675,36 @@ cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event)
     return leave(rc, call, NULL);
 }
 
+/* The driver's query: the same answer, and the runtime's last error is
+ * neither read nor set.  It needs no current context. */
+CUresult CUDAAPI cuEventQuery(CUevent event)
+{
+    cudaError_t rc;
+    struct event *e;
+    char call[64], ev[32];
+
+    rc = enter("cuEventQuery");
+    /* An event of a context that ended answers as an H200's did (201);
+     * one that was destroyed is still a violation. */
+    e = live_event((cudaEvent_t)event);
+    if (rc == cudaSuccess && e == NULL &&
+        ((struct event *)(void *)event)->orphaned &&
+        (struct event *)(void *)event >= events &&
+        (struct event *)(void *)event < events + MAX_EVENTS)
+        rc = (cudaError_t)CUDA_ERROR_INVALID_CONTEXT;
+    else
+        e = need_event((cudaEvent_t)event, &rc);
+    if (rc == cudaErrorInvalidResourceHandle)
+        rc = (cudaError_t)CUDA_ERROR_INVALID_HANDLE;
+    if (rc == cudaSuccess && e->captured)
+        rc = (cudaError_t)CUDA_ERROR_INVALID_VALUE;
+    if (rc == cudaSuccess && !tl_event_done(e))
+        rc = (cudaError_t)CUDA_ERROR_NOT_READY;
+    snprintf(call, sizeof call, "cuEventQuery(%s)",
+             event_text((cudaEvent_t)event, ev));
+    return (CUresult)leave(rc, call, NULL);
+}
+
 cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t event)
 {
     cudaError_t rc;

@@ -46,8 +46,21 @@ struct queue {
     int used, started;
     struct op *head, *tail;
     long queued, done;
+    int host_functions; /* queued and not yet run */
     pthread_t worker;
 };
+
+/* What an H200 showed: a host function holds its stream for tens of
+ * microseconds, and a stream holds a bounded number of items (far fewer
+ * host functions) before the next launch blocks the host.  The double
+ * counts such a launch (and calls it a violation) instead of blocking, so
+ * a test sees it without hanging. */
+#define HOST_FUNCTIONS_HELD 56
+#define ITEMS_HELD 1024
+static long host_function_us;
+static int host_functions_held = HOST_FUNCTIONS_HELD;
+static int items_held = ITEMS_HELD;
+static long launches_blocked, host_functions_run;
 
 int timeline;
 static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
@@ -178,10 +191,21 @@ static void run_head(struct queue *q)
         }
     }
     if (op->kind == OP_KERNEL) {
+        long hold = op->work.fn != NULL ? host_function_us : 0;
+
         pthread_mutex_unlock(&lock);
+        if (hold > 0) {
+            struct timespec t = {hold / 1000000, hold % 1000000 * 1000};
+
+            nanosleep(&t, NULL);
+        }
         run_work(&op->work);
         pthread_mutex_lock(&lock);
         busy -= op->work.fn == NULL;
+        if (op->work.fn != NULL) {
+            q->host_functions--;
+            host_functions_run++;
+        }
     }
     q->head = op->next;
     if (q->head == NULL)
@@ -257,6 +281,16 @@ static long enqueue(cudaStream_t stream, struct op *op)
 {
     struct queue *q = &queues[queue_of(stream)];
 
+    if ((host_functions_held > 0 &&
+         q->host_functions >= host_functions_held) ||
+        (items_held > 0 && q->queued - q->done >= items_held)) {
+        launches_blocked++;
+        violation("a launch on stream 0x%lx found %ld items (%d host "
+                  "functions) queued there: the host would block",
+                  q->handle, q->queued - q->done, q->host_functions);
+    }
+    if (op->kind == OP_KERNEL && op->work.fn != NULL)
+        q->host_functions++;
     op->next = NULL;
     if (q->tail != NULL)
         q->tail->next = op;
@@ -397,7 +431,12 @@ void tl_reset(void)
     for (i = 0; i < MAX_QUEUES; i++) {
         queues[i].used = 0;
         queues[i].queued = queues[i].done = 0;
+        queues[i].host_functions = 0;
     }
+    host_function_us = 0;
+    host_functions_held = HOST_FUNCTIONS_HELD;
+    items_held = ITEMS_HELD;
+    launches_blocked = host_functions_run = 0;
     for (i = 0; i < MAX_EVENTS; i++)
         events[i].queue = -1;
     gate_count = 0;
@@ -628,8 +667,15 @@ CUresult CUDAAPI cuCtxGetId(CUcontext ctx, unsigned long long *id)
 {
     cudaError_t rc = enter("cuCtxGetId");
     struct context *c = ctx != NULL ? known_context(ctx) : current_ctx;
+    const struct context *raw = ctx;
     char call[48], cx[16], result[24] = "";
 
+    /* A context of ours that ended answers "destroyed" (as an H200 did
+     * after a reset and after a primary context's last release), until a
+     * primary one is made again under the same handle, with a new id. */
+    if (rc == cudaSuccess && ctx != NULL && raw >= contexts &&
+        raw < contexts + MAX_CONTEXTS && !raw->made)
+        rc = (cudaError_t)CUDA_ERROR_CONTEXT_IS_DESTROYED;
     if (rc == cudaSuccess && (c == NULL || !c->made))
         rc = (cudaError_t)CUDA_ERROR_INVALID_CONTEXT;
     if (rc == cudaSuccess) {
@@ -802,6 +848,40 @@ static long read_locked(const long *value)
     n = *value;
     pthread_mutex_unlock(&lock);
     return n;
+}
+
+/* ---- Stream costs (exported by name, not through the controls) ---- */
+
+#define EXPORTED __attribute__((visibility("default")))
+
+/* How long a host function holds its stream, in microseconds. */
+EXPORTED void double_set_host_function_us(long us)
+{
+    pthread_mutex_lock(&lock);
+    host_function_us = us;
+    pthread_mutex_unlock(&lock);
+}
+
+/* How many items, and how many host functions, a stream holds before a
+ * launch would block (0: no bound); reset restores 1024 and 56. */
+EXPORTED void double_set_stream_bounds(int items, int host_functions)
+{
+    pthread_mutex_lock(&lock);
+    items_held = items;
+    host_functions_held = host_functions;
+    pthread_mutex_unlock(&lock);
+}
+
+/* Launches that found their stream full (each would have blocked). */
+EXPORTED long double_launches_blocked(void)
+{
+    return read_locked(&launches_blocked);
+}
+
+/* Host functions that have run on any stream since the reset. */
+EXPORTED long double_host_functions_run(void)
+{
+    return read_locked(&host_functions_run);
 }
 
 int violations(void)

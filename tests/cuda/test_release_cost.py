@@ -1,0 +1,352 @@
+"""What a release costs the consumer's stream and the caller, and how it
+behaves under faults, on the timeline double.
+
+A release puts one event on the consumer's stream and nothing else (no
+host function, which held an H200's stream for ~35 us and filled its
+queue after ~56); a hand-over's CUDA calls do not grow with the releases
+pending; the producers go once the consumer's work is done with no further
+call into caibridge (the release waiter); and no runtime error, driver
+failure, sub-interpreter or fork stops, leaks or misorders that.
+"""
+import ctypes
+import gc
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from test_race import LEGACY, NEW, double, tl  # noqa: F401
+from timeline_double import CAIArray, caibridge
+
+HERE = pathlib.Path(__file__).resolve().parent
+CUDA_ERROR_CONTEXT_IS_DESTROYED = 709
+
+
+def handover(tl, src, a, b=LEGACY):
+    """A producer of src on stream a taken by a CAIView on stream b; the
+    CAIView (its death is the release) and a weak reference to the
+    producer."""
+    import weakref
+    producer = CAIArray(src, a)
+    alive = weakref.ref(producer)
+    back = caibridge.from_dlpack(caibridge.as_dlpack(producer), stream=b)
+    return back, alive
+
+
+def held_back(tl, stream=LEGACY):
+    """A consumer kernel on stream behind a closed gate: everything queued
+    there after it waits."""
+    gate = tl.gate()
+    tl.fill(stream, tl.buffer(), 1, gate)
+    return gate
+
+
+def spin_until_gone(alives, steps=400000):
+    """Pure Python with no call into caibridge and no sleep; whether every
+    producer went within the bytecodes given."""
+    for i in range(steps):
+        if i % 2000 == 0:
+            gc.collect()
+            if all(a() is None for a in alives):
+                return True
+    return all(a() is None for a in alives)
+
+
+@pytest.fixture
+def still():
+    """The release waiter held still (its queries would count as calls)."""
+    caibridge._core._release_waiter(False)
+    yield
+    caibridge._core._release_waiter(True)
+
+
+def lib(tl):
+    f = tl.lib
+    f.double_launches_blocked.restype = ctypes.c_long
+    f.double_host_functions_run.restype = ctypes.c_long
+    return f
+
+
+def test_200_releases_behind_a_long_kernel(tl):
+    """200 hand-overs to stream 1 while its kernel is held back: no host
+    function, no launch finds the stream full (the double's H200 bounds:
+    56 host functions, 1,024 items), no host wait; once the kernel ends
+    every producer goes with no further call."""
+    src = tl.buffer(value=NEW)
+    a = tl.stream()
+    gate = held_back(tl)
+    waits = tl.c.host_waits()
+    alives = []
+    for _ in range(200):
+        back, alive = handover(tl, src, a)
+        alives.append(alive)
+        del back                                   # the release
+    gc.collect()
+    f = lib(tl)
+    assert f.double_launches_blocked() == 0
+    assert tl.c.host_waits() == waits
+    assert caibridge._core._release_poll() == 200
+    assert all(x() is not None for x in alives)
+    tl.open(gate)
+    tl.drain()
+    assert spin_until_gone(alives), "producers waited for another call"
+    assert f.double_host_functions_run() == 0
+    assert "cudaLaunchHostFunc" not in tl.c.log().decode()
+
+
+POOL_CALLS = ("cudaEventCreateWithFlags(", "cudaEventDestroy(")
+
+
+def round_trip_calls(tl, src, a):
+    """The CUDA calls of one round trip onto stream 1, less the event
+    pool's: events held by pending releases are not idle, so the pool
+    cannot lend them, whatever the poll costs."""
+    before = len(tl.c.log().decode().splitlines())
+    back, _ = handover(tl, src, a)
+    del back
+    calls = tl.c.log().decode().splitlines()[before:]
+    return [c for c in calls if not c.startswith(POOL_CALLS)]
+
+
+def settled(tl):
+    tl.drain()
+    caibridge._core._release_poll()
+    assert caibridge._core._release_poll() == 0
+
+
+@pytest.mark.parametrize("pending", [10, 200])
+def test_calls_do_not_grow_with_pending(tl, still, pending):
+    """A warm round trip onto stream 1 costs at most 2 calls more with
+    releases pending on that stream than with none: each poll asks only
+    the oldest, and needs no context when it is not done."""
+    src = tl.buffer(value=NEW)
+    a = tl.stream()
+    round_trip_calls(tl, src, a)                    # warm
+    settled(tl)
+    none = round_trip_calls(tl, src, a)
+    settled(tl)
+    gate = held_back(tl)
+    keep = [handover(tl, src, a) for _ in range(pending)]
+    keep = [alive for back, alive in keep]        # the releases
+    gc.collect()
+    assert caibridge._core._release_poll() == pending
+    many = round_trip_calls(tl, src, a)
+    assert len(many) <= len(none) + 2, (none, many)
+    tl.open(gate)
+    tl.drain()
+    caibridge._core._release_poll()
+    gc.collect()
+    assert all(x() is None for x in keep)
+
+
+def test_foreign_error_never_stops_a_poll(tl, still):
+    """A framework's error left pending on this thread: 200 releases whose
+    work is done are still polled and let go (the driver's query touches
+    no runtime error), and the error is still there for its owner."""
+    src = tl.buffer(value=NEW)
+    a = tl.stream()
+    gate = held_back(tl)
+    alives = []
+    for _ in range(200):
+        back, alive = handover(tl, src, a)
+        alives.append(alive)
+        del back
+    tl.open(gate)
+    tl.drain()
+    tl.c.set_pending_error(700)                    # an illegal address
+    for _ in range(3):
+        back, _ = handover(tl, src, a)             # each hand-over polls
+        del back
+    gc.collect()
+    assert all(x() is None for x in alives)
+    assert tl.c.pending_error() == 700
+    tl.c.set_pending_error(0)
+
+
+@pytest.mark.parametrize("skip", range(4))
+def test_failed_context_query_is_an_error(tl, still, skip):
+    """cuCtxGetId failing with anything but "destroyed" (999 here), at each
+    of its first calls in a hand-over and release: never a release counted
+    done while its work is queued, never an event dropped undestroyed,
+    never a hand-over returned unordered without an error."""
+    src = tl.buffer(value=NEW)
+    a = tl.stream()
+    back, _ = handover(tl, src, a)                 # warm
+    del back
+    tl.drain()
+    caibridge._core._release_poll()
+    events = tl.c.live_events()
+    gate = held_back(tl)
+    pending, alives = [], []
+    tl.c.fail_after(b"cuCtxGetId", 999, skip)
+    for _ in range(3):
+        try:
+            back, alive = handover(tl, src, a)
+        except caibridge.CUDAError as e:
+            assert "cuCtxGetId" in str(e) and "999" in str(e)
+            continue
+        alives.append(alive)
+        pending.append(back)
+        del back
+    try:
+        pending.clear()                            # the releases
+        gc.collect()
+        caibridge._core._release_poll()
+    except caibridge.CUDAError:
+        pass
+    # The consumer's kernel has not run: nothing it reads may have gone.
+    assert all(x() is not None for x in alives) or not alives
+    tl.c.fail(b"cuCtxGetId", 0)
+    tl.open(gate)
+    tl.drain()
+    caibridge._core._release_poll()
+    gc.collect()
+    assert all(x() is None for x in alives)
+    assert tl.c.live_events() <= events + 8, "events leaked"
+
+
+def test_ended_context_is_told_by_709(tl, still):
+    """The double answers cuCtxGetId with 709 for a context that ended, as
+    an H200 did: the release of a reset context's consumer lets the
+    producer go, and its dead event is never touched."""
+    src = tl.buffer(value=NEW)
+    a = tl.stream()
+    gate = held_back(tl)
+    back, alive = handover(tl, src, a)
+    del back
+    gc.collect()
+    assert alive() is not None
+    ctx = tl.c.current_context()
+    tl.lib.cudaDeviceReset()
+    tl.lib.cuCtxGetId.argtypes = [ctypes.c_void_p,
+                                  ctypes.POINTER(ctypes.c_ulonglong)]
+    out = ctypes.c_ulonglong()
+    assert tl.lib.cuCtxGetId(ctx, ctypes.byref(out)) == \
+        CUDA_ERROR_CONTEXT_IS_DESTROYED
+    caibridge._core._release_poll()
+    gc.collect()
+    assert alive() is None
+    tl.open(gate)
+
+
+def run_script(body, timeout=120):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(HERE)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+                       if p])
+    prelude = textwrap.dedent('''
+        import gc, os, sys
+        from timeline_double import CAIArray, Timeline, caibridge
+        from test_release_cost import handover, held_back, spin_until_gone
+        tl = Timeline()
+        tl.start()
+        src = tl.buffer(value=7)
+        a = tl.stream()
+        ''')
+    out = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(
+        body)], env=env, capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout
+
+
+def subinterpreter_runner():
+    try:
+        import _testcapi
+        return _testcapi.run_in_subinterp
+    except (ImportError, AttributeError):
+        pytest.skip("CPython's _testcapi.run_in_subinterp is needed to end "
+                    "a sub-interpreter")
+
+
+def test_ended_subinterpreter_leaves_the_waiter(tl):
+    """A sub-interpreter that imported caibridge ends: the main
+    interpreter's producers still go promptly with no further call."""
+    subinterpreter_runner()
+    out = run_script('''
+        import _testcapi
+        assert _testcapi.run_in_subinterp("import caibridge") == 0
+        gate = held_back(tl)
+        back, alive = handover(tl, src, a)
+        del back
+        gc.collect()
+        tl.open(gate)
+        tl.drain()
+        print("gone", spin_until_gone([alive]))
+        print("violations", repr(tl.violations()))
+        ''')
+    assert "gone True" in out, out
+    assert "violations ''" in out, out
+
+
+def test_subinterpreter_ending_with_releases_pending_leaks_no_event(tl):
+    """40 releases pending when their sub-interpreter ends: once the work
+    is done, every event is destroyed or pooled (at most 8 kept)."""
+    subinterpreter_runner()
+    out = run_script('''
+        import _testcapi
+        gate = held_back(tl)
+        events = tl.c.live_events()
+        # No NumPy in a sub-interpreter: a producer of plain bytes.
+        sub = "\\n".join([
+            "import gc, caibridge",
+            "class P:",
+            "    def __init__(self):",
+            "        self.__cuda_array_interface__ = {",
+            "            'data': (%d, False), 'shape': (64,), 'version': 3,"
+            % src.ctypes.data,
+            "            'typestr': '|u1', 'stream': %d}" % a,
+            "keep = [caibridge.from_dlpack(caibridge.as_dlpack(P()),",
+            "                              stream=1) for _ in range(40)]",
+            "keep.clear()",
+            "gc.collect()",
+            "assert caibridge._core._release_poll() >= 40",
+        ])
+        assert _testcapi.run_in_subinterp(sub) == 0
+        tl.open(gate)
+        tl.drain()
+        caibridge._core._release_poll(True)
+        gc.collect()
+        print("pending", caibridge._core._release_poll())
+        print("events", tl.c.live_events() - events)
+        print("violations", repr(tl.violations()))
+        ''')
+    assert "pending 0" in out, out
+    lines = dict(line.split(" ", 1) for line in out.splitlines())
+    assert int(lines["events"]) <= 8, out
+    assert "violations ''" in out, out
+
+
+def test_forked_child_makes_no_cuda_call(tl):
+    """A child forked with releases pending neither polls nor waits on the
+    parent's events, at a poll or at exit."""
+    out = run_script('''
+        import atexit, warnings
+        warnings.simplefilter("ignore", DeprecationWarning)
+        caibridge._core._release_waiter(False)
+        gate = held_back(tl)
+        keep = [handover(tl, src, a)[0] for _ in range(30)]
+        keep.clear()
+        gc.collect()
+        print("parent pending", caibridge._core._release_poll())
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            before = tl.c.calls()
+            left = caibridge._core._release_poll()
+            atexit._run_exitfuncs()
+            os.write(w, b"%d %d" % (left, tl.c.calls() - before))
+            os._exit(0)
+        os.waitpid(pid, 0)
+        left, calls = map(int, os.read(r, 100).split())
+        print("child pending", left, "calls", calls)
+        tl.open(gate)
+        tl.drain()
+        caibridge._core._release_poll()
+        print("after", caibridge._core._release_poll())
+        ''')
+    assert "parent pending 30" in out, out
+    assert "child pending 0 calls 0" in out, out
+    assert "after 0" in out, out
