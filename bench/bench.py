@@ -534,6 +534,13 @@ def main():
             missing.append(f"CUDA runtime call counts: {type(e).__name__}: "
                            f"{e}")
     rows.extend(cuda_rows)
+    poll_rows = []
+    if cuda_rows:
+        try:
+            poll_rows = count_poll_calls(caibridge)
+        except Exception as e:
+            missing.append(f"calls with releases pending: "
+                           f"{type(e).__name__}: {e}")
     ir = {}
     if caibridge is not None and args.valgrind and xb is not None:
         try:
@@ -544,6 +551,8 @@ def main():
     print_table([r for r in rows if r.median is not None], args.repeats)
     if cuda_rows:
         print_cuda(cuda_rows)
+    if poll_rows:
+        print_poll(poll_rows)
     if note:
         print(f"\nnote: {note}.")
     if zc:
@@ -685,6 +694,76 @@ def count_cuda_calls(caibridge, path, n=20):
         rows.append(r)
     dbl.reset()
     return rows
+
+
+def count_poll_calls(caibridge, pending=(0, 10, 1000), n=10):
+    """The calls of a round trip onto stream 1 while releases wait on it
+    behind a kernel held back (the timeline double, tests/cuda): a poll
+    asks each stream's oldest release only, so the count must not grow
+    with the releases pending.  Event pool calls are counted apart: events
+    held by pending releases are not idle, so the pool cannot lend them."""
+    import gc
+    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, os.path.join(top, "tests", "cuda"))
+    from timeline_double import CAIArray, Timeline
+
+    tl = Timeline()
+    tl.lib.double_set_stream_bounds(0, 0)   # 1,000 waits fill stream 1
+    caibridge._core._release_waiter(False)  # its queries would count
+    rows = []
+    try:
+        for count in pending:
+            tl.start()
+            tl.lib.double_set_stream_bounds(0, 0)
+            src = tl.buffer()
+            a = tl.stream()
+
+            def trip():
+                caibridge.from_dlpack(caibridge.as_dlpack(CAIArray(src, a)),
+                                      stream=1)
+            trip()
+            tl.drain()
+            caibridge._core._release_poll()
+            gate = tl.gate()
+            tl.fill(1, tl.buffer(), 1, gate)
+            for _ in range(count):
+                trip()
+            gc.collect()
+            tl.lib.double_clear_log()
+            for _ in range(n):
+                trip()
+            lines = tl.c.log().decode().splitlines()
+            pool = sum(ln.startswith(("cudaEventCreateWithFlags(",
+                                      "cudaEventDestroy(")) for ln in lines)
+            queries = sum(ln.startswith("cuEventQuery(") for ln in lines)
+            r = Row("poll", f"poll:{count}", f"{count} pending before",
+                    lib="caibridge")
+            r.calls = (len(lines) - pool) / n
+            r.pool = pool / n
+            r.queries = queries / n
+            r.host_functions = sum(ln.startswith("cudaLaunchHostFunc(")
+                                   for ln in lines) / n
+            rows.append(r)
+            tl.open(gate)
+            tl.stop()
+            caibridge._core._release_poll()
+    finally:
+        caibridge._core._release_waiter(True)
+        tl.c.reset()
+    return rows
+
+
+def print_poll(rows):
+    print("\n== Round trip onto stream 1 with releases pending (timeline "
+          "double; calls per round trip)")
+    print("  calls: runtime and driver calls less the event pool's; "
+          "queries: cuEventQuery;\n  pool: event creates and destroys "
+          "(pending releases hold their events)")
+    print(f"  {'pending on stream 1':28s} {'calls':>5s} {'queries':>7s} {'pool':>4s} "
+          f"{'host fns':>8s}")
+    for r in rows:
+        print(f"  {r.label:28s} {r.calls:5g} {r.queries:7g} {r.pool:4g} "
+              f"{r.host_functions:8g}")
 
 
 WORK_CALLS = {"cudaEventCreateWithFlags", "cudaEventRecord",

@@ -368,10 +368,11 @@ CAI_API int cai_fence_release_owner(const cai_fence_t *fence,
 
 /*
  * Runs, on the calling thread, the release callbacks of
- * cai_fence_release_owner whose consumer's work has finished (polled with
- * cudaEventQuery); with wait nonzero the host waits for all of them first
- * (at exit).  Without pending releases it makes no CUDA call.  A failed
- * query is reported, and its owner released all the same.
+ * cai_fence_release_owner whose consumer's work has finished (asked with
+ * cuEventQuery, only the oldest of each stream until one is not done);
+ * with wait nonzero the host waits for all of them first (at exit).
+ * Without pending releases it makes no CUDA call.  A failed query is
+ * reported, and its owner released all the same.
  */
 CAI_API int cai_release_poll(int wait, cai_error_t *err);
 

@@ -675,6 +675,17 @@ cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event)
     return leave(rc, call, NULL);
 }
 
+/* Empties the log alone (the tables, streams and events stay): a test
+ * that queues more than the log holds reads what follows.  Exported by
+ * name, not through the controls. */
+__attribute__((visibility("default"))) void double_clear_log(void)
+{
+    pthread_mutex_lock(&lock);
+    log_length = 0;
+    log_text[0] = '\0';
+    pthread_mutex_unlock(&lock);
+}
+
 /* The driver's query: the same answer, and the runtime's last error is
  * neither read nor set.  It needs no current context. */
 CUresult CUDAAPI cuEventQuery(CUevent event)

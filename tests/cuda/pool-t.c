@@ -91,14 +91,48 @@ static void captures_not_reused(void)
     cuda->end_capture(CONSUMER_STREAM);
 }
 
+/* Every slot of the pool's table taken by a live context, and cuCtxGetId
+ * failing (999, not "destroyed"): no slot is taken back, so no pooled
+ * event is dropped undestroyed; the new event is destroyed instead. */
+static void full_table_and_failed_query(void)
+{
+    cai_fence_t *fence = NULL;
+    cai_error_t err;
+    cai_desc_t desc;
+    int i, rc = 0, live;
+
+    cuda->reset();
+    for (i = 0; i < 9; i++) {
+        void *ctx = cuda->create_context(i % 4);
+
+        cuda->add_stream_on_context(0x9000 + 0x100 * i, ctx);
+    }
+    for (i = 0; i < 8; i++) {
+        desc = producer(0x9000 + 0x100 * i, kDLCUDA, i % 4);
+        rc |= cai_fence_record(&desc, &fence, &err);
+        rc |= cai_fence_destroy(fence, &err);
+    }
+    is_int(CAI_OK, rc, "eight contexts: a pooled event each");
+    desc = producer(0x9800, kDLCUDA, 0);
+    rc = cai_fence_record(&desc, &fence, &err);
+    is_int(CAI_OK, rc, "a ninth context: a fence");
+    live = cuda->live_events();
+    cuda->fail_after("cuCtxGetId", 999, 0);
+    (void)cai_fence_destroy(fence, &err);
+    cuda->fail("cuCtxGetId", 0);
+    is_int(live - 1, cuda->live_events(),
+           "the ninth event destroyed, no pooled one dropped");
+}
+
 int main(void)
 {
     setenv("CAIBRIDGE_EVENT_POOL", "8", 1);
     cuda = use_double();
-    plan(13);
+    plan(16);
     warm_hand_overs();
     per_context();
     captures_not_reused();
+    full_table_and_failed_query();
     cuda->reset();
     return 0;
 }

@@ -104,10 +104,11 @@ def round_trip_calls(tl, src, a):
     """The CUDA calls of one round trip onto stream 1, less the event
     pool's: events held by pending releases are not idle, so the pool
     cannot lend them, whatever the poll costs."""
-    before = len(tl.c.log().decode().splitlines())
+    tl.lib.double_clear_log()
     back, _ = handover(tl, src, a)
     del back
-    calls = tl.c.log().decode().splitlines()[before:]
+    calls = tl.c.log().decode().splitlines()
+    assert calls, "the round trip was not logged"
     return [c for c in calls if not c.startswith(POOL_CALLS)]
 
 
@@ -208,6 +209,31 @@ def test_failed_context_query_is_an_error(tl, still, skip):
     assert tl.c.live_events() <= events + 8, "events leaked"
 
 
+def test_failed_context_query_never_leaves_a_hand_over_unordered(tl):
+    """The view made, then cuCtxGetId failing (999) at its hand-over: an
+    error, or a consumer that reads the producer's finished work; never
+    an unordered read."""
+    src, out = tl.buffer(value=0), tl.buffer()
+    a, b = tl.stream(), tl.stream()
+    gate = tl.gate()
+    tl.fill(a, src, NEW, gate)                     # the producer's work
+    view = caibridge.as_dlpack(CAIArray(src, a))
+    tl.c.fail_after(b"cuCtxGetId", 999, 0)
+    try:
+        capsule = view.__dlpack__(stream=b, max_version=(1, 3))
+    except caibridge.CUDAError as e:
+        assert "cuCtxGetId" in str(e)
+        capsule = None
+    tl.c.fail(b"cuCtxGetId", 0)
+    if capsule is not None:
+        tl.copy(b, out, src)                       # the consumer's read
+    tl.open(gate)
+    tl.drain()
+    if capsule is not None:
+        assert (out == NEW).all(), "the consumer read unfinished data"
+    del capsule, view
+
+
 def test_ended_context_is_told_by_709(tl, still):
     """The double answers cuCtxGetId with 709 for a context that ended, as
     an H200 did: the release of a reset context's consumer lets the
@@ -232,8 +258,8 @@ def test_ended_context_is_told_by_709(tl, still):
     tl.open(gate)
 
 
-def run_script(body, timeout=120):
-    env = dict(os.environ)
+def run_script(body, timeout=120, env=None):
+    env = dict(os.environ, **(env or {}))
     env["PYTHONPATH"] = os.pathsep.join(
         [str(HERE)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
                        if p])
@@ -317,6 +343,35 @@ def test_subinterpreter_ending_with_releases_pending_leaks_no_event(tl):
     lines = dict(line.split(" ", 1) for line in out.splitlines())
     assert int(lines["events"]) <= 8, out
     assert "violations ''" in out, out
+
+
+def test_poll_puts_back_no_context(tl):
+    """Without the pool, a poll on a thread with no context destroys the
+    done events in their own context and leaves the thread with none."""
+    out = run_script('''
+        import threading
+        caibridge._core._release_waiter(False)
+        gate = held_back(tl)
+        keep = [handover(tl, src, a)[0] for _ in range(3)]
+        keep.clear()
+        gc.collect()
+        tl.open(gate)
+        tl.drain()
+        seen = {}
+
+        def poll():
+            seen["before"] = tl.c.current_context()
+            seen["left"] = caibridge._core._release_poll()
+            seen["after"] = tl.c.current_context()
+        t = threading.Thread(target=poll)
+        t.start()
+        t.join()
+        print("before", seen["before"], "after", seen["after"],
+              "left", seen["left"])
+        print("destroyed", tl.c.log().decode().count("cudaEventDestroy("))
+        ''', env={"CAIBRIDGE_EVENT_POOL": "0"})
+    assert "before None after None left 0" in out, out
+    assert "destroyed 0" not in out, out
 
 
 def test_forked_child_makes_no_cuda_call(tl):
