@@ -718,7 +718,7 @@ def count_poll_calls(caibridge, pending=(0, 10, 1000), n=10):
             src = tl.buffer()
             a = tl.stream()
 
-            def trip():
+            def trip(src=src, a=a):
                 caibridge.from_dlpack(caibridge.as_dlpack(CAIArray(src, a)),
                                       stream=1)
             trip()
@@ -759,8 +759,8 @@ def print_poll(rows):
     print("  calls: runtime and driver calls less the event pool's; "
           "queries: cuEventQuery;\n  pool: event creates and destroys "
           "(pending releases hold their events)")
-    print(f"  {'pending on stream 1':28s} {'calls':>5s} {'queries':>7s} {'pool':>4s} "
-          f"{'host fns':>8s}")
+    print(f"  {'pending on stream 1':28s} {'calls':>5s} {'queries':>7s} "
+          f"{'pool':>4s} {'host fns':>8s}")
     for r in rows:
         print(f"  {r.label:28s} {r.calls:5g} {r.queries:7g} {r.pool:4g} "
               f"{r.host_functions:8g}")
