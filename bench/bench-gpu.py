@@ -107,7 +107,32 @@ def main():
             print(f"  {label:44s} {med * 1e6:7.2f} us  "
                   f"{(q[2] - q[0]) / med * 100:4.0f}%  "
                   f"{med / base:5.2f}x caibridge")
+    pipeline_rows(torch)
     return 0
+
+
+def pipeline_rows(torch):
+    """The GPU time of a 60-step pipeline onto torch's default stream (a
+    1 ms producer kernel on A, a 1 ms consumer kernel), through caibridge
+    and ordered by hand (B.wait_stream(A) + torch.as_tensor): the cases
+    of tests/gpu/release_cases.py, best of 5 each."""
+    import os
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, os.path.join(here, "..", "tests", "gpu"))
+    from release_cases import by_caibridge, by_hand, cycles_for, pipeline
+    b = torch.cuda.default_stream()
+    cycles = cycles_for(torch, b, 0.001)
+    got = {}
+    for label, how in (("caibridge.as_dlpack -> torch.from_dlpack",
+                        by_caibridge),
+                       ("B.wait_stream(A) + torch.as_tensor", by_hand)):
+        pipeline(torch, how, 3, cycles)
+        got[label] = min(pipeline(torch, how, 60, cycles) for _ in range(5))
+    print("\n60-step pipeline onto torch's default stream (1 ms + 1 ms "
+          "kernels): GPU ms, best of 5")
+    base = got["B.wait_stream(A) + torch.as_tensor"]
+    for label, t in got.items():
+        print(f"  {label:44s} {t * 1e3:8.2f} ms  {t / base:5.3f}x by hand")
 
 
 if __name__ == "__main__":

@@ -32,7 +32,11 @@ def test_cases_are_registered_once_each(script):
                  "non_blocking_release@0", "side_stream_release@0",
                  "reverse_edge_block@0", "reverse_edge_block_race@0",
                  "pooled_events_across_device_reset@0",
-                 "consumer_capturing@0", "consumer_capturing_race@0"):
+                 "consumer_capturing@0", "consumer_capturing_race@0",
+                 "releases_behind_a_long_kernel@0",
+                 "pipeline_at_the_price_of_ordering_by_hand@0",
+                 "producer_goes_promptly@0",
+                 "torch_as_tensor_ignores_the_stream@0"):
         assert name in names
     assert all(callable(c[2]) for c in gpu_cases.CASES)
 

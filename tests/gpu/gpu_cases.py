@@ -1393,3 +1393,6 @@ def _register_doc_examples():
 
 
 _register_doc_examples()
+
+# What a hand-over costs the GPU: tests/gpu/release_cases.py.
+import release_cases  # noqa: E402,F401 - registers its cases
