@@ -108,7 +108,33 @@ def main():
                   f"{(q[2] - q[0]) / med * 100:4.0f}%  "
                   f"{med / base:5.2f}x caibridge")
     pipeline_rows(torch)
+    call_rows(caibridge)
     return 0
+
+
+def call_rows(caibridge):
+    """Each CUDA call a hand-over may make, timed in a C loop
+    (bench/cuda-calls.c, compiled here with cc) on the runtime caibridge
+    uses: median ns per call."""
+    import os
+    import subprocess
+    import tempfile
+    here = os.path.dirname(os.path.abspath(__file__))
+    runtime = caibridge._core._runtime_info()["path"]
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = os.path.join(tmp, "cuda-calls")
+        built = subprocess.run(["cc", "-O2", "-o", exe,
+                                os.path.join(here, "cuda-calls.c"), "-ldl"],
+                               capture_output=True, text=True)
+        if built.returncode != 0:
+            print(f"\nno per-call table: cc failed: {built.stderr[:200]}")
+            return
+        out = subprocess.run([exe, runtime], capture_output=True, text=True,
+                             timeout=300)
+    print(f"\nper CUDA call, C loop, median ns (runtime {runtime})")
+    for line in out.stdout.splitlines():
+        name, _, ns = line.rpartition(" ")
+        print(f"  {name:44s} {ns:>8s}")
 
 
 def pipeline_rows(torch):

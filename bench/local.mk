@@ -46,7 +46,7 @@ bench:
 EXTRA_DIST += bench/bench.py
 # On a GPU only: hand-over time beside CuPy's and torch's own __dlpack__
 # (python bench/bench-gpu.py after pip install .).
-EXTRA_DIST += bench/bench-gpu.py
+EXTRA_DIST += bench/bench-gpu.py bench/cuda-calls.c
 CLEANFILES += bench/bench.csv bench/bench.png bench/callgrind.out.*
 
 # The speed targets in instructions on each of pyenv's CPythons (3.11.7,
