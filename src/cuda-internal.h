@@ -110,6 +110,20 @@ extern int cai_rt_version;
 extern volatile int cai_forked_after_load;
 
 int cai_runtime_ready(const char *field, cai_error_t *err);
+
+/* Between the runtime's binding (cuda-runtime.c) and its search
+ * (cuda-search.c), under cai_runtime_lock: why the last load failed, cut to
+ * fit an error's message; loading one file and binding it (0, or -1 with
+ * the reason set); unbinding it again; and publishing it as found. */
+#define CAI_PROBLEM_SIZE sizeof(((cai_error_t *)0)->message)
+extern char cai_runtime_problem[CAI_PROBLEM_SIZE];
+extern pthread_mutex_t cai_runtime_lock;
+void CAI_PRINTF(1, 2) cai_set_problem(const char *fmt, ...);
+int cai_load_from(const char *file, int flags, const char *what);
+void cai_unload_runtime(void);
+void cai_found(const char *how, const char *file);
+void cai_load_runtime(void);
+void cai_run_search_hook(void);
 int cai_have_driver(void);
 
 /*

@@ -8,6 +8,7 @@ CAI_CORE_SOURCES = \
 	src/dlpack.c \
 	src/stream.c \
 	src/cuda-runtime.c \
+	src/cuda-search.c \
 	src/cuda-errors.c \
 	src/cuda-context.c \
 	src/cuda-locate.c \

@@ -152,7 +152,9 @@ def cuda_runtime_info():
 
     :returns: ``{"path": str, "how": str, "version": int, "refused": list,
         ...}``
-    :raises CUDAError: saying why, when no usable runtime is found.
+    :raises CUDAError: saying why, when no usable runtime is found; its
+        ``refused`` attribute lists every candidate passed over, as above
+        (the message, of limited length, may name only the first).
     """
     return _runtime_info()
 

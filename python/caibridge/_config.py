@@ -278,6 +278,11 @@ def _runtime_section(report):
     except caibridge.CUDAError as e:
         runtime["none"] = str(e)
         say("  none: %s" % e)
+        # Every candidate passed over, which the message has no room for.
+        refused = runtime["refused"] = list(getattr(e, "refused", []))
+        say("  refused:%s" % ("" if refused else " none"))
+        for item in refused:
+            say("    %s" % item)
         say("CUDA driver:       unknown (no runtime)")
         return None, 0
     except Exception as e:

@@ -104,6 +104,29 @@ static PyObject *refused_list(void)
     return out;
 }
 
+/* CUDAError for err, with the candidates the search passed over as its
+ * refused attribute: the message has room for a few only. */
+static PyObject *raise_with_refused(PyObject *module, cai_error_t *err)
+{
+    PyObject *type, *value, *tb, *refused;
+
+    raise_status(PyModule_GetState(module), err);
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    refused = refused_list();
+    if (refused == NULL ||
+        PyObject_SetAttrString(value, "refused", refused) != 0) {
+        Py_XDECREF(refused);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        return NULL;
+    }
+    Py_DECREF(refused);
+    PyErr_Restore(type, value, tb);
+    return NULL;
+}
+
 static PyObject *runtime_info(PyObject *module, PyObject *unused)
 {
     char path[4096];
@@ -114,7 +137,7 @@ static PyObject *runtime_info(PyObject *module, PyObject *unused)
     int version;
 
     if (cai_cuda_runtime_info(path, sizeof path, &how, &version, &err) != 0)
-        return raise_status(PyModule_GetState(module), &err);
+        return raise_with_refused(module, &err);
     refused = refused_list();
     if (refused == NULL)
         return NULL;

@@ -124,7 +124,7 @@ import json, caibridge
 try:
     info = caibridge.cuda_runtime_info()
 except caibridge.CUDAError as e:
-    info = {"how": None, "path": None, "refused": [], "error": str(e)}
+    info = {"how": None, "path": None, "refused": e.refused, "error": str(e)}
 print(json.dumps(info))
 """
 
@@ -357,11 +357,92 @@ def test_chosen_link_reports_and_checks_its_target(tmp_path):
     link.symlink_to(planted)
     result = env.search(CAIBRIDGE_CUDART=str(link))
     assert not env.planted_loaded()
-    assert "its folder %s may be written by others" % bad.resolve() in \
-        result["error"]
+    assert said(result, link, "its folder %s may be written by others"
+                % bad.resolve()), result
 
 
 def test_relative_chosen_runtime_is_refused(tmp_path):
     env = Env(tmp_path)
     result = env.search(CAIBRIDGE_CUDART="libcudart.so.13")
     assert "must be an absolute path" in result["error"]
+
+
+def special_file(tmp_path, kind):
+    """A FIFO, a listening socket or a character device where a runtime is
+    looked for; returns its path and what keeps it (a socket)."""
+    import socket
+    keep = None
+    if kind == "fifo":
+        path = tmp_path / "lib" / "libcudart.so.13"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.mkfifo(path)
+    elif kind == "socket":
+        path = tmp_path / "lib" / "libcudart.so.13"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        keep = socket.socket(socket.AF_UNIX)
+        keep.bind(str(path))
+    else:
+        path = pathlib.Path("/dev/null")
+    return path, keep
+
+
+KINDS = {"fifo": "a named pipe (FIFO)", "socket": "a socket",
+         "device": "a character device"}
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_chosen_special_file_is_refused_promptly(tmp_path, kind):
+    """CAIBRIDGE_CUDART naming a FIFO (which blocked the open forever), a
+    socket or a device: refused at once with a message naming its type."""
+    env = Env(tmp_path)
+    path, keep = special_file(tmp_path, kind)
+    result = env.search(CAIBRIDGE_CUDART=str(path))   # 120 s timeout
+    assert said(result, path.resolve(), "is %s, not a regular file"
+                % KINDS[kind]), result
+    if keep is not None:
+        keep.close()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "socket"])
+def test_special_file_in_a_wheel_folder_is_refused(tmp_path, kind):
+    """The same file where NVIDIA's wheel would be: refused, the search
+    goes on, and no thread is held."""
+    env = Env(tmp_path)
+    lib = env.wheel()
+    lib.mkdir(parents=True)
+    path, keep = special_file(tmp_path, kind)
+    os.replace(path, lib / "libcudart.so.13")
+    result = env.search()
+    assert said(result, lib / "libcudart.so.13", "not a regular file"), \
+        result
+    if keep is not None:
+        keep.close()
+
+
+@pytest.mark.parametrize("entry", ["", "lib"])
+def test_relative_ld_library_path_entry_is_not_loaded(tmp_path, entry):
+    """LD_LIBRARY_PATH "/x:" (an empty entry) or "/x:lib" names a folder
+    relative to the working directory, where the loader would find a
+    planted libcudart.so.13 by soname: it is refused, never loaded."""
+    env = Env(tmp_path)
+    work = tmp_path / "work"
+    plant(work / entry if entry else work)
+    result = env.search(cwd=work, LD_LIBRARY_PATH="/nonexistent:" + entry)
+    assert not env.planted_loaded()
+    where = "libcudart.so.13" if not entry else "lib/libcudart.so.13"
+    assert said(result, where, "relative to the working directory"), result
+
+
+def test_long_reasons_are_cut_at_a_word_with_a_pointer(tmp_path):
+    """A reason longer than an error message has room for ends at a word
+    and says where all the reasons are; the refused list has each whole,
+    with the error too."""
+    env = Env(tmp_path)
+    deep = tmp_path / ("a-rather-long-folder-name-" * 6) / "lib"
+    deep.mkdir(parents=True)
+    os.mkfifo(deep / "libcudart.so.13")
+    result = env.search(CAIBRIDGE_CUDART=str(deep / "libcudart.so.13"))
+    assert result["error"].endswith("...; all reasons: python -m caibridge"), \
+        result["error"]
+    assert said(result, deep.resolve() / "libcudart.so.13",
+                "is a named pipe (FIFO), not a regular file"), result
