@@ -405,3 +405,27 @@ def test_forked_child_makes_no_cuda_call(tl):
     assert "parent pending 30" in out, out
     assert "child pending 0 calls 0" in out, out
     assert "after 0" in out, out
+
+
+def test_jax_calling_pattern(tl):
+    """JAX 0.10's from_dlpack calls __dlpack__(stream=S) with S its stream
+    for external events, a handle (docs/cuda.rst's JAX row): S waits for
+    the producer at hand-over; the release names no stream (a handle may
+    be gone by then), so the producer goes at once."""
+    import weakref
+    from test_streams import release_capsule
+    src = tl.buffer(value=NEW)
+    a, jax_stream = tl.stream(), tl.stream()
+    producer = CAIArray(src, a)
+    alive = weakref.ref(producer)
+    view = caibridge.as_dlpack(producer)
+    del producer
+    tl.lib.double_clear_log()
+    capsule = view.__dlpack__(stream=jax_stream)   # JAX passes stream= only
+    assert "cudaStreamWaitEvent(%#x" % jax_stream in tl.c.log().decode()
+    del view
+    tl.lib.double_clear_log()
+    release_capsule(capsule)
+    gc.collect()
+    assert "cudaEventRecord" not in tl.c.log().decode()
+    assert alive() is None

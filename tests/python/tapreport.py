@@ -114,20 +114,60 @@ if pytest is not None:
     pytest_configure = pytest.hookimpl(trylast=True)(pytest_configure)
 
 
+def _minimums():
+    """{name: (major, minor)} of python/requirements-test.txt's ">="."""
+    import os
+    import re
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                        "..", "python", "requirements-test.txt")
+    found = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                m = re.match(r"\s*([A-Za-z0-9_-]+)\s*>=\s*(\d+)(?:\.(\d+))?",
+                             line)
+                if m:
+                    found[m.group(1)] = (int(m.group(2)), int(m.group(3) or 0))
+    except OSError:
+        pass
+    return found
+
+
+def _version(name):
+    import importlib.metadata
+    try:
+        parts = importlib.metadata.version(name).split(".")[:2]
+        return tuple(int("".join(c for c in p if c.isdigit()) or 0)
+                     for p in parts)
+    except Exception:  # noqa: BLE001 - no metadata: taken as recent enough
+        return None
+
+
 def _missing():
+    """The required tools absent, or older than the requirements ask (a
+    distribution's pytest 7 lacks what the plugin uses)."""
     import importlib.util
-    return [name for name in REQUIRED
-            if importlib.util.find_spec(name) is None]
+    minimums = _minimums()
+    out = []
+    for name in REQUIRED:
+        if importlib.util.find_spec(name) is None:
+            out.append(name)
+            continue
+        have, need = _version(name), minimums.get(name)
+        if have is not None and need is not None and have < need:
+            out.append("%s>=%d.%d (%d.%d here)" % ((name,) + need + have))
+    return out
 
 
 def main(args):
     missing = _missing()
     if missing:
         target = args[-1] if args else "the Python tests"
+        wanted = " ".join(repr(m.split(" ")[0]) if ">=" in m else m
+                          for m in missing)
         print("1..0 # SKIP %s: needs %s, not installed for this Python; "
               "install with: %s -m pip install %s"
-              % (target, ", ".join(missing), sys.executable,
-                 " ".join(missing)))
+              % (target, ", ".join(missing), sys.executable, wanted))
         return 0
     return pytest.main(["-p", "tapreport"] + list(args))
 

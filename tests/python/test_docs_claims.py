@@ -244,3 +244,120 @@ def test_readme_holds_the_two_commands_ci_runs():
     assert "\nbash .ci/setup " in readme and "\nmake check " in readme
     ci = read(".ci/run")
     assert "bash .ci/setup" in ci and re.search(r"make -C \S+ -j2 check", ci)
+
+
+# ---- The claims a review of e888243 found the code to contradict ----
+
+def test_claim_sphinx_pin_is_one_that_builds():
+    """requirements.txt allows only a Sphinx that builds the pages with -W
+    (7.4 to 8.2 did not), and CI builds on the oldest it allows."""
+    pin = re.search(r"^sphinx>=(\d+)\.(\d+)", read("docs/requirements.txt"),
+                    re.M)
+    assert pin and (int(pin.group(1)), int(pin.group(2))) >= (9, 0)
+    assert "oldest_sphinx" in read(".ci/run")
+
+
+def test_claim_from_dlpack_streams_on_host_data():
+    """behaviour.rst: from_dlpack(x, stream=0) is a ValueError whatever x
+    holds; any other stream for host data is accepted and unused, while
+    __dlpack__ of host data takes None only (BufferError)."""
+    text = read("docs/behaviour.rst")
+    assert "`from_dlpack(x, stream=0)` is a `ValueError` whatever" in text
+    a = np.arange(3.0)
+    with pytest.raises(ValueError):
+        caibridge.from_dlpack(a, stream=0)
+    for s in (1, 2, -1):
+        view = caibridge.from_dlpack(a, stream=s)
+        assert "stream" not in view.__array_interface__
+    for s in (0, 1, -1):
+        with pytest.raises(BufferError):
+            caibridge.as_dlpack(a).__dlpack__(stream=s)
+
+
+def test_claim_stream_minus_1_is_not_a_buffer_error():
+    """troubleshooting.rst lists from_dlpack(x, stream=-1) of CUDA data as
+    the ValueError it is, not under "BufferError on streams" as one."""
+    text = read("docs/troubleshooting.rst")
+    section = text[text.index("``BufferError`` on streams"):]
+    section = section[:section.index("\n*Fix:*")]
+    minus = section.index("``from_dlpack(x, stream=-1)``")
+    assert "``ValueError``" in section[section.index("Not a ``BufferError``"):
+                                       minus + 60]
+
+
+def test_claim_host_waits_are_said():
+    """cuda.rst no longer says the host never blocks: it names the one
+    stream-consumer case where the host waits."""
+    text = read("docs/cuda.rst")
+    assert "the host never blocks" not in text
+    assert "the one case\nwhere a stream consumer makes the host wait" in text
+
+
+def test_claim_jax_gets_a_handle():
+    """cuda.rst: JAX 0.10 passes its stream for external events (a handle),
+    which takes no reverse edge; not "as torch on its default stream"."""
+    text = read("docs/cuda.rst")
+    row = text[text.index("   * - JAX"):]
+    row = row[:row.index("   * - NumPy")]
+    assert "a handle takes no reverse edge" in row
+    assert "as torch on its default stream" not in row
+
+
+def test_claim_add_dlpack_is_not_for_cupy():
+    """peers.rst: add_dlpack refuses classes with __dlpack__ (CuPy's), so
+    the page does not offer it for CuPy arrays."""
+    text = read("docs/peers.rst")
+    assert "their arrays DLPack producers with :func:`caibridge.add_dlpack`" \
+        not in text
+
+    class HasOwn:
+        def __dlpack__(self, **kw):
+            raise AssertionError
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    with pytest.raises(TypeError):
+        caibridge.add_dlpack(HasOwn)
+
+
+def test_claim_readme_does_not_promise_life_for_every_consumer():
+    """README: the producer is not kept for every consumer (a side stream's
+    handle takes no reverse edge); the README says which keep it."""
+    text = read("README.md")
+    assert "the producer stays alive while it" not in text
+    assert "the producer goes at once, while the read\n  may still run" in text
+
+
+def test_claim_warnings_as_errors_is_said():
+    """install.rst: "never a traceback" has its one exception said, an
+    import under -W error with a setting not understood; and it happens."""
+    assert "``python -W error``" in read("docs/install.rst")
+    env = dict(os.environ, CAIBRIDGE_SYNC="maybe")
+    out = subprocess.run([sys.executable, "-W", "error", "-c",
+                          "import caibridge"], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0 and "RuntimeWarning" in out.stderr
+
+
+def test_claim_environment_page_lists_what_is_read():
+    """environment.rst: CUDA_HOME and CUDA_PATH (read by setup.py), that
+    CAIBRIDGE_RELEASE is case-sensitive and that an empty CAIBRIDGE_CUDART
+    is unset."""
+    text = read("docs/environment.rst")
+    assert "CUDA_HOME, CUDA_PATH\n" in text
+    assert "case-sensitive" in text
+    assert "Unset, or set to the\nempty string" in text
+    assert all(n in read("python/sources.py") for n in ("CUDA_HOME",
+                                                        "CUDA_PATH"))
+
+
+def test_claim_ci_steps_are_listed():
+    """development.rst lists the CI steps .ci/run runs, lint and the
+    aarch64 wheels under qemu among them; compatibility.rst says the
+    aarch64 wheels run, not only that auditwheel checks them."""
+    dev, run = read("docs/development.rst"), read(".ci/run")
+    for step, said in (("lint", "`make lint`"),
+                       ("aarch64", "`.ci/aarch64`")):
+        assert step in run and said in dev
+    assert "run under qemu-user" in read("docs/compatibility.rst")
