@@ -534,13 +534,17 @@ def main():
             missing.append(f"CUDA runtime call counts: {type(e).__name__}: "
                            f"{e}")
     rows.extend(cuda_rows)
-    poll_rows = []
+    poll_rows, batch_rows = [], []
     if cuda_rows:
         try:
             poll_rows = count_poll_calls(caibridge)
         except Exception as e:
             missing.append(f"calls with releases pending: "
                            f"{type(e).__name__}: {e}")
+        try:
+            batch_rows = count_batch_calls(caibridge)
+        except Exception as e:
+            missing.append(f"batch calls: {type(e).__name__}: {e}")
     ir = {}
     if caibridge is not None and args.valgrind and xb is not None:
         try:
@@ -553,6 +557,8 @@ def main():
         print_cuda(cuda_rows)
     if poll_rows:
         print_poll(poll_rows)
+    if batch_rows:
+        print_batch(batch_rows)
     if note:
         print(f"\nnote: {note}.")
     if zc:
@@ -751,6 +757,59 @@ def count_poll_calls(caibridge, pending=(0, 10, 1000), n=10):
         caibridge._core._release_waiter(True)
         tl.c.reset()
     return rows
+
+
+def count_batch_calls(caibridge, sizes=(100, 1000)):
+    """CUDA calls per tensor handed from one producer stream to one
+    consumer stream: one by one (as_dlpack each) and as a batch
+    (as_dlpack_all), on the timeline double; the tensors are consumed and
+    released as they come (a CAIView each, on a stream handle)."""
+    import gc
+    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, os.path.join(top, "tests", "cuda"))
+    from timeline_double import CAIArray, Timeline
+
+    tl = Timeline()
+    caibridge._core._release_waiter(False)
+    rows = []
+    try:
+        for n in sizes:
+            for how in ("one by one", "as_dlpack_all"):
+                tl.start()
+                tl.lib.double_set_stream_bounds(0, 0)
+                src = tl.buffer()
+                a, b = tl.stream(), tl.stream()
+                objs = [CAIArray(src, a) for _ in range(n)]
+                tl.lib.double_clear_log()
+                before = tl.c.calls()
+                views = (caibridge.as_dlpack_all(objs) if how != "one by one"
+                         else [caibridge.as_dlpack(o) for o in objs])
+                for v in views:
+                    caibridge.from_dlpack(v, stream=b)
+                del views
+                gc.collect()
+                total = tl.c.calls() - before
+                log = tl.c.log().decode()
+                r = Row("batch", f"batch:{how}:{n}", f"{n} tensors, {how}",
+                        lib="caibridge")
+                r.calls = total / n
+                r.records = log.count("cudaEventRecord(")
+                r.waits = log.count("cudaStreamWaitEvent(")
+                rows.append(r)
+                tl.stop()
+    finally:
+        caibridge._core._release_waiter(True)
+        tl.c.reset()
+    return rows
+
+
+def print_batch(rows):
+    print("\n== Many tensors from one producer stream to one consumer "
+          "stream (timeline double)")
+    print(f"  {'':36s} {'calls/tensor':>12s} {'records':>8s} {'waits':>6s}")
+    for r in rows:
+        print(f"  {r.label:36s} {r.calls:12.2f} {r.records:8d} "
+              f"{r.waits:6d}")
 
 
 def print_poll(rows):

@@ -377,6 +377,30 @@ CAI_API int cai_fence_release_owner(const cai_fence_t *fence,
 CAI_API int cai_release_poll(int wait, cai_error_t *err);
 
 /*
+ * Many tensors, one fence.  Each owner of a shared fence calls
+ * cai_fence_destroy once, and the last call destroys it (NULL stays
+ * NULL).  A batch of tensors from one producer
+ * stream can so share one record.
+ *
+ * cai_fence_wait_once is cai_fence_wait, remembered: once it has made a
+ * consumer stream wait, a later call for the same stream queues nothing.
+ * "The same" is proven, never taken from the value: stream 1 by its
+ * context's id (cuCtxGetId), stream 2 by that and the calling thread, a
+ * handle, which CUDA may reuse for a new stream, by the stream's id
+ * (cuStreamGetId, driver 12.0+); without a proof it waits again.  A check
+ * costs one or two of those queries, no record and no wait.  The fence
+ * remembers the last 4 streams.  cai_fence_share makes fence one more
+ * owner's and returns it.
+ */
+CAI_API cai_fence_t *cai_fence_share(cai_fence_t *fence);
+
+/* cai_fence_wait, once per consumer stream proven the same (above): 0
+ * whether it waited now or had already. */
+CAI_API int cai_fence_wait_once(const cai_fence_t *fence,
+                                intptr_t consumer_stream,
+                                cai_error_t *err) CAI_WUR;
+
+/*
  * Destroys fence (NULL is allowed) and frees it: the fence is consumed even
  * when CUDA reports an error, which is returned.
  */

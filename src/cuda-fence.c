@@ -510,6 +510,10 @@ int cai_fence_destroy(cai_fence_t *fence, cai_error_t *err)
 
     if (fence == NULL)
         return cai_ok(err);
+    /* Shared: only the last owner's call ends it. */
+    if (__atomic_load_n(&fence->refs, __ATOMIC_ACQUIRE) > 0 &&
+        __atomic_sub_fetch(&fence->refs, 1, __ATOMIC_ACQ_REL) >= 0)
+        return cai_ok(err);
     /* Back to the pool: no CUDA call at all. */
     if (fence->event == NULL || cai_event_give(fence)) {
         free(fence);

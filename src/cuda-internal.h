@@ -100,6 +100,9 @@ struct cudriver {
     /* Optional: polls that neither read nor set the runtime's last error
      * (a framework's pending error stays its own).  NULL: the runtime's. */
     CUresult(CUDAAPI *event_query)(CUevent);
+    /* Optional (driver 12.0+): a stream's id, never reused, unlike its
+     * handle.  NULL: a handle is never proven the same stream. */
+    CUresult(CUDAAPI *stream_get_id)(CUstream, unsigned long long *);
 };
 
 /* cuda-runtime.c: written once under pthread_once, read-only afterwards. */
@@ -175,6 +178,9 @@ static inline cudaStream_t cai_stream_handle(intptr_t stream)
     return (cudaStream_t)stream;
 }
 
+/* Consumer streams a shared fence remembers having made wait. */
+#define CAI_WAITED_MAX 4
+
 /* A recorded event and what is needed to wait on it and release it. */
 struct cai_fence {
     cudaEvent_t event;
@@ -189,6 +195,16 @@ struct cai_fence {
                            back to the pool */
     unsigned long long context_id; /* cuCtxGetId's, 0: unknown */
     unsigned long long thread;     /* cai_thread_id() of the recorder */
+    int refs; /* atomic: owners beyond the first (cai_fence_share) */
+    /* Consumer streams already made to wait on it (cuda-batch.c), under
+     * its lock: stream, its context and that context's id (1, 2), the
+     * thread (2) or the stream's id (a handle). */
+    struct cai_waited {
+        intptr_t stream;
+        CUcontext context;
+        unsigned long long id, thread;
+    } waited[CAI_WAITED_MAX];
+    unsigned waited_count, waited_next;
 };
 
 /* cuda-events.c: the per-context pool.  take: 1 from the pool, 0 made

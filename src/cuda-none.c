@@ -123,6 +123,30 @@ int cai_fence_release_owner_at(const cai_fence_t *fence,
                                    release, err);
 }
 
+/* No fence is ever made without CUDA: nothing to share or to wait on. */
+cai_fence_t *cai_fence_share(cai_fence_t *fence)
+{
+    return fence;
+}
+
+int cai_fence_is_shared(const cai_fence_t *fence)
+{
+    (void)fence;
+    return 0;
+}
+
+int cai_fence_wait_once_at(const cai_fence_t *fence, intptr_t consumer_stream,
+                           cai_consumer_at *at, cai_error_t *err)
+{
+    return cai_fence_wait_at(fence, consumer_stream, at, err);
+}
+
+int cai_fence_wait_once(const cai_fence_t *fence, intptr_t consumer_stream,
+                        cai_error_t *err)
+{
+    return cai_fence_wait(fence, consumer_stream, err);
+}
+
 int cai_release_poll(int wait, cai_error_t *err)
 {
     (void)wait;

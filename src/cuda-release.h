@@ -27,6 +27,12 @@ typedef struct {
 int cai_fence_wait_at(const cai_fence_t *fence, intptr_t consumer_stream,
                       cai_consumer_at *at, cai_error_t *err);
 
+/* cai_fence_wait_once, noting in *at where a default consumer stream was
+ * (cuda-batch.c); and whether fence has more than one owner. */
+int cai_fence_wait_once_at(const cai_fence_t *fence, intptr_t consumer_stream,
+                           cai_consumer_at *at, cai_error_t *err);
+int cai_fence_is_shared(const cai_fence_t *fence);
+
 /* cai_fence_release_owner for a consumer stream noted by
  * cai_fence_wait_at (at may be NULL: the rule of the public call). */
 int cai_fence_release_owner_at(const cai_fence_t *fence,

@@ -331,6 +331,7 @@ static void load_driver(void)
     /* Optional (driver 12.0+); without it events are not pooled. */
     *(void **)&table.ctx_get_id = dlsym(handle, "cuCtxGetId");
     *(void **)&table.event_query = dlsym(handle, "cuEventQuery");
+    *(void **)&table.stream_get_id = dlsym(handle, "cuStreamGetId");
     cai_drv = table;
 }
 

@@ -14,6 +14,7 @@ CAI_CORE_SOURCES = \
 	src/cuda-locate.c \
 	src/cuda-fence.c \
 	src/cuda-pending.c \
+	src/cuda-batch.c \
 	src/cuda-events.c \
 	src/cuda-none.c
 

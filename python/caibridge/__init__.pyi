@@ -1,5 +1,6 @@
 import enum
-from typing import Any, Protocol, Tuple, TypeVar, Union, final, type_check_only
+from typing import (Any, Iterable, List, Protocol, Tuple, TypeVar, Union,
+                    final, type_check_only)
 
 from typing_extensions import CapsuleType
 
@@ -15,6 +16,7 @@ __all__ = [
     "add_array_interface",
     "add_dlpack",
     "as_dlpack",
+    "as_dlpack_all",
     "cuda_built",
     "cuda_runtime_info",
     "from_dlpack",
@@ -148,6 +150,27 @@ def as_dlpack(
         field and the rule).
     :raises BufferError: for a well-formed array DLPack cannot hold.
     :raises caibridge.CUDAError: when CUDA is missing or fails.
+    """
+def as_dlpack_all(
+    objs: Iterable[Any],
+    *,
+    device: _Device | None = None,
+    sync: bool = True,
+    allow_readonly_legacy: bool = False,
+) -> List[DLPackView]:
+    """
+    :param objs: producers, each as for :func:`as_dlpack`.
+    :param device: as for :func:`as_dlpack`, for every one.
+    :param sync: as for :func:`as_dlpack`.
+    :param allow_readonly_legacy: as for :func:`as_dlpack`.
+    :returns: a view per producer, in order.  Views of one producer stream
+        and device share one fence (one record), and hand-overs of the
+        batch to one consumer stream wait once.
+    :raises TypeError: as :func:`as_dlpack`, the message naming
+        ``objs[i]``; and when objs is not iterable.
+    :raises ValueError: as :func:`as_dlpack`, naming ``objs[i]``.
+    :raises BufferError: as :func:`as_dlpack`, naming ``objs[i]``.
+    :raises caibridge.CUDAError: as :func:`as_dlpack`.
     """
 def to_dlpack(
     obj: Any,

@@ -485,6 +485,9 @@ PyObject *copy_to_capsule(cai_state *st, const cai_desc_t *d, int versioned);
 extern const char as_dlpack_doc[];
 PyObject *as_dlpack(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                     PyObject *kwnames);
+extern const char as_dlpack_all_doc[];
+PyObject *as_dlpack_all(PyObject *module, PyObject *const *args,
+                        Py_ssize_t nargs, PyObject *kwnames);
 void view_to_header(const DLPackViewObject *v, cai_desc_t *d);
 
 /* Our views in any interpreter: the types are per module, their

@@ -37,13 +37,15 @@ static void view_to_desc(const DLPackViewObject *v, cai_desc_t *d)
 
 /* A view of a descriptor validated by describe(), which gave its element
  * strides (elem); takes keep (may be NULL). */
+static PyObject *view_make(cai_state *st, PyObject *obj, cai_desc_t *d,
+                           const int64_t *elem, PyObject *keep, int sync,
+                           int readonly_legacy_ok, cai_fence_t *fence);
+
 static PyObject *view_new(cai_state *st, PyObject *obj, cai_desc_t *d,
                           const int64_t *elem, PyObject *keep, int sync,
                           int readonly_legacy_ok)
 {
-    DLPackViewObject *v;
     cai_fence_t *fence = NULL;
-    int i;
 
     /* The device, where describe() left it, and the fence. */
     if ((d->device.device_type == DEVICE_LOCATED_LATER || d->has_stream) &&
@@ -51,6 +53,17 @@ static PyObject *view_new(cai_state *st, PyObject *obj, cai_desc_t *d,
         Py_XDECREF(keep);
         return NULL;
     }
+    return view_make(st, obj, d, elem, keep, sync, readonly_legacy_ok, fence);
+}
+
+/* The view itself, owning fence (NULL: none) and keep. */
+static PyObject *view_make(cai_state *st, PyObject *obj, cai_desc_t *d,
+                           const int64_t *elem, PyObject *keep, int sync,
+                           int readonly_legacy_ok, cai_fence_t *fence)
+{
+    DLPackViewObject *v;
+    int i;
+
     v = PyObject_GC_NewVar(DLPackViewObject, st->DLPackView_Type, 3 * d->ndim);
     if (v == NULL) {
         if (fence != NULL)
@@ -258,6 +271,115 @@ PyObject *as_dlpack(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
     if (describe(st, args[0], values[0], elem, &d, &keep) != 0)
         return NULL;
     return view_new(st, args[0], &d, elem, keep, sync, ro_ok);
+}
+
+/* ------------------------------------------------------------------ */
+/* as_dlpack_all: many producers, one fence per producer stream         */
+
+const char as_dlpack_all_doc[] =
+    "as_dlpack_all(objs, *, device=None, sync=True, "
+    "allow_readonly_legacy=False)\n"
+    "--\n\n"
+    "as_dlpack of each of objs (an iterable), as a list of views that share\n"
+    "their fences: one record per producer stream and device, and one wait\n"
+    "per consumer stream, however many views are handed over there.\n\n"
+    "Raises as as_dlpack does, naming the position of the object at fault;\n"
+    "no view is returned then.";
+
+/* The fence of the batch so far for d's stream and device, or NULL. */
+struct batch_fence {
+    intptr_t stream;
+    DLDevice device;
+    cai_fence_t *fence;
+};
+
+PyObject *as_dlpack_all(PyObject *module, PyObject *const *args,
+                        Py_ssize_t nargs, PyObject *kwnames)
+{
+    cai_state *st = PyModule_GetState(module);
+    PyObject *values[3] = {NULL, NULL, NULL}, *keep, *seq, *out = NULL;
+    struct batch_fence fences[8];
+    int64_t elem[CAI_MAX_NDIM];
+    int sync = 1, ro_ok = 0, nfences = 0, i;
+    Py_ssize_t n, k;
+    cai_error_t err;
+    cai_desc_t d;
+
+    if (check_positional("as_dlpack_all", nargs, 1) != 0)
+        return NULL;
+    if (kwnames != NULL &&
+        (match_keywords("as_dlpack_all", args + nargs, kwnames,
+                        st->kw_as_dlpack, values, 3) != 0 ||
+         (sync = read_flag(values[1], "sync", 1)) < 0 ||
+         (ro_ok = read_flag(values[2], "allow_readonly_legacy", 0)) < 0))
+        return NULL;
+    seq = PySequence_Fast(args[0], "as_dlpack_all() takes an iterable of "
+                                   "producers");
+    if (seq == NULL)
+        return NULL;
+    n = PySequence_Fast_GET_SIZE(seq);
+    out = PyList_New(n);
+    for (k = 0; out != NULL && k < n; k++) {
+        PyObject *obj = PySequence_Fast_GET_ITEM(seq, k), *view;
+        cai_fence_t *fence = NULL;
+        int shared = 0;
+
+        d.device.device_type = DEVICE_LOCATED_LATER;
+        if (describe(st, obj, values[0], elem, &d, &keep) != 0)
+            goto fail;
+        /* Located alone, so that its fence may be one already taken. */
+        if (d.device.device_type == DEVICE_LOCATED_LATER &&
+            cai_cuda_locate_desc(&d, &d.device, &err) != 0) {
+            Py_XDECREF(keep);
+            raise_status(st, &err);
+            goto fail;
+        }
+        for (i = 0; i < nfences && !shared; i++)
+            if (fences[i].stream == d.stream &&
+                fences[i].device.device_type == d.device.device_type &&
+                fences[i].device.device_id == d.device.device_id) {
+                fence = cai_fence_share(fences[i].fence);
+                shared = 1;
+            }
+        if (!shared && d.has_stream && fence_at_view(st, &d, sync, &fence)) {
+            Py_XDECREF(keep);
+            goto fail;
+        }
+        if (!shared && fence != NULL && nfences < 8) {
+            fences[nfences].stream = d.stream;
+            fences[nfences].device = d.device;
+            fences[nfences].fence = fence;
+            nfences++;
+        }
+        view = view_make(st, obj, &d, elem, keep, sync, ro_ok, fence);
+        if (view == NULL)
+            goto fail;
+        PyList_SET_ITEM(out, k, view);
+    }
+    Py_DECREF(seq);
+    return out;
+
+fail:
+    /* Which one, in the message of what went wrong. */
+    if (PyErr_Occurred() && k < n) {
+        PyObject *type, *value, *tb, *text;
+
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_NormalizeException(&type, &value, &tb);
+        text = value != NULL ? PyObject_Str(value) : NULL;
+        if (text != NULL) {
+            PyErr_Format(type, "objs[%zd]: %U", k, text);
+            Py_DECREF(text);
+            Py_XDECREF(type);
+            Py_XDECREF(value);
+            Py_XDECREF(tb);
+        } else {
+            PyErr_Restore(type, value, tb);
+        }
+    }
+    Py_XDECREF(out);
+    Py_DECREF(seq);
+    return NULL;
 }
 
 /* ------------------------------------------------------------------ */

@@ -259,6 +259,8 @@ static PyObject *foreign_table_count(PyObject *module, PyObject *unused)
 static PyMethodDef module_methods[] = {
     {"as_dlpack", (PyCFunction)(void (*)(void))as_dlpack,
      METH_FASTCALL | METH_KEYWORDS, as_dlpack_doc},
+    {"as_dlpack_all", (PyCFunction)(void (*)(void))as_dlpack_all,
+     METH_FASTCALL | METH_KEYWORDS, as_dlpack_all_doc},
     {"to_dlpack", (PyCFunction)(void (*)(void))to_dlpack,
      METH_FASTCALL | METH_KEYWORDS, to_dlpack_doc},
     {"from_dlpack", (PyCFunction)(void (*)(void))from_dlpack,

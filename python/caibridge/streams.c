@@ -149,7 +149,13 @@ int view_order(cai_state *st, const DLPackViewObject *v, intptr_t consumer,
     poll_releases();
     if (v->fence == NULL || consumer == CAI_STREAM_NO_SYNC)
         return 0;
-    WITHOUT_INTERPRETER(rc, cai_fence_wait_at(v->fence, consumer, at, &err));
+    /* A fence shared by a batch makes each consumer stream wait once. */
+    if (cai_fence_is_shared(v->fence))
+        WITHOUT_INTERPRETER(
+            rc, cai_fence_wait_once_at(v->fence, consumer, at, &err));
+    else
+        WITHOUT_INTERPRETER(rc,
+                            cai_fence_wait_at(v->fence, consumer, at, &err));
     if (rc != 0) {
         raise_status(st, &err);
         return -1;

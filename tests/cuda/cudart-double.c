@@ -44,7 +44,7 @@ static struct {
 } failures[MAX_FAILURES];
 static int failure_count;
 
-static char log_text[16384];
+static char log_text[1 << 20]; /* a thousand hand-overs fit */
 static size_t log_length;
 static int version = 0;         /* 0: from the file's name, else 13000 */
 static int driver_version = -1; /* -1: from the environment, else 13000 */
@@ -257,15 +257,24 @@ struct context *need_context(void)
     return current_ctx;
 }
 
+/* The newest stream of that handle: a handle given again after its stream
+ * was destroyed names the new one, as in CUDA. */
 struct stream *find_stream(cudaStream_t handle)
 {
     long value = (long)(intptr_t)handle;
     int i;
 
-    for (i = 0; i < stream_count; i++)
+    for (i = stream_count - 1; i >= 0; i--)
         if (streams[i].handle == value)
             return &streams[i];
     return NULL;
+}
+
+unsigned long long next_stream_id(void)
+{
+    static unsigned long long last;
+
+    return ++last;
 }
 
 int is_default(cudaStream_t stream)
@@ -684,6 +693,30 @@ __attribute__((visibility("default"))) void double_clear_log(void)
     log_length = 0;
     log_text[0] = '\0';
     pthread_mutex_unlock(&lock);
+}
+
+/* A stream's id, never reused even when its handle is (CUDA 12's
+ * cuStreamGetId); a handle the double does not know gets one of its own,
+ * the same each time. */
+CUresult CUDAAPI cuStreamGetId(CUstream stream, unsigned long long *id)
+{
+    cudaError_t rc = enter("cuStreamGetId");
+    struct stream *s = NULL;
+    char call[64], st[32], result[24] = "";
+
+    if (rc == cudaSuccess && !is_default((cudaStream_t)stream)) {
+        s = find_stream((cudaStream_t)stream);
+        if (s != NULL && !s->live)
+            rc = (cudaError_t)CUDA_ERROR_INVALID_HANDLE;
+    }
+    if (rc == cudaSuccess) {
+        *id = s != NULL ? s->id
+                        : (1ULL << 40) + (unsigned long long)(intptr_t)stream;
+        snprintf(result, sizeof result, "%llu", *id);
+    }
+    snprintf(call, sizeof call, "cuStreamGetId(%s)",
+             stream_text((cudaStream_t)stream, st));
+    return (CUresult)leave(rc, call, result[0] != '\0' ? result : NULL);
 }
 
 /* The driver's query: the same answer, and the runtime's last error is
@@ -1147,6 +1180,7 @@ static void add_stream_on(long handle, struct context *c)
         streams[stream_count].handle = handle;
         streams[stream_count].live = 1;
         streams[stream_count].context = c;
+        streams[stream_count].id = next_stream_id();
         stream_count++;
     }
     pthread_mutex_unlock(&lock);

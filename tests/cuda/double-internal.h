@@ -17,7 +17,7 @@
 #pragma GCC visibility push(hidden)
 
 #define MAX_EVENTS 2048
-#define MAX_POINTERS 32
+#define MAX_POINTERS 256
 #define MAX_FAILURES 8
 #define MAX_STREAMS 64
 #define MAX_CONTEXTS (DOUBLE_DEVICE_COUNT + 8)
@@ -55,7 +55,10 @@ struct stream {
     int joined;   /* joined a capture through a wait, never joined back */
     int ended;    /* the id of the capture last ended on it */
     int orphaned; /* dead because its context was destroyed or reset */
+    unsigned long long id; /* cuStreamGetId's: never reused */
 };
+
+unsigned long long next_stream_id(void);
 
 struct pointer {
     const char *base;

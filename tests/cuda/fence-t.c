@@ -420,6 +420,42 @@ static void captures(void)
     cuda->end_capture(PRODUCER_STREAM);
 }
 
+/* The batch form: a shared fence, one record, waits once per stream, and
+ * is destroyed at its last owner's call. */
+static void shared_fence_waits_once(void)
+{
+    cai_desc_t desc = producer(PRODUCER_STREAM, kDLCUDA, 0);
+    cai_fence_t *fence = NULL, *second;
+    cai_error_t err;
+    int rc = 0, i, live;
+
+    cuda->reset();
+    cuda->add_stream(PRODUCER_STREAM, 0);
+    cuda->add_stream(CONSUMER_STREAM, 0);
+    rc |= cai_fence_record(&desc, &fence, &err);
+    second = cai_fence_share(fence);
+    ok(second == fence, "cai_fence_share returns the fence");
+    for (i = 0; i < 3; i++) {
+        rc |= cai_fence_wait_once(fence, CONSUMER_STREAM, &err);
+        rc |= cai_fence_wait_once(second, CAI_STREAM_LEGACY, &err);
+    }
+    is_int(CAI_OK, rc, "shared: recorded, and waited on twice three times");
+    is_int(1, occurrences(cuda->log(), "cudaEventRecord"), "one record");
+    is_int(2, occurrences(cuda->log(), "cudaStreamWaitEvent"),
+           "one wait per consumer stream (a handle, stream 1)");
+    live = cuda->live_events();
+    is_int(CAI_OK, cai_fence_destroy(fence, &err), "the first owner's end");
+    ok(cuda->live_events() == live &&
+           occurrences(cuda->log(), "cudaEventDestroy") == 0,
+       "the event lives on for the second owner");
+    rc = cai_fence_wait_once(second, CONSUMER_STREAM, &err);
+    is_int(CAI_OK, rc, "the second owner still hands over");
+    is_int(CAI_OK, cai_fence_destroy(second, &err), "the last owner's end");
+    is_int(2, occurrences(cuda->log(), "cudaStreamWaitEvent"),
+           "and that stream waited once in all");
+    ok(cai_fence_share(NULL) == NULL, "sharing NULL is NULL");
+}
+
 int main(void)
 {
     if (!cai_cuda_built())
@@ -444,5 +480,6 @@ int main(void)
     host_consumer_synchronizes();
     reverse_edge();
     captures();
+    shared_fence_waits_once();
     return 0;
 }

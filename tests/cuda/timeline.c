@@ -474,6 +474,7 @@ long tl_stream_create(int device)
     streams[stream_count].handle = handle;
     streams[stream_count].live = 1;
     streams[stream_count].context = primary(device);
+    streams[stream_count].id = next_stream_id();
     stream_count++;
     return handle;
 }

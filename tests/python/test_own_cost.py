@@ -114,6 +114,13 @@ def test_own_cost_within_margin_of_the_floor():
     if "libasan" in os.environ.get("LD_PRELOAD", ""):
         pytest.skip("AddressSanitizer is preloaded: valgrind cannot run "
                     "such a process, and its counts would not be caibridge's")
+    if os.path.realpath(sys.base_prefix).startswith("/usr"):
+        # Seen: Debian's 3.11.2 runs the floor in 1,236 instructions where
+        # pyenv's 3.11.7 takes 1,440, and the view path a little less so.
+        pytest.skip("the limits are set on the CPython builds CI measures "
+                    "(pyenv's, built from source); a distribution's "
+                    "interpreter (%s) is compiled otherwise, so its ratios "
+                    "differ by a few percent" % sys.base_prefix)
     valgrind = os.environ.get("VALGRIND") or shutil.which("valgrind")
     if not valgrind:
         pytest.skip("valgrind is not installed: instruction counts need "
