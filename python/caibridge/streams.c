@@ -139,6 +139,15 @@ int locate_fence_at_view(cai_state *st, cai_desc_t *d, int sync,
     return 0;
 }
 
+/* A fence shared by a batch makes each consumer stream wait once. */
+static int view_wait(const cai_fence_t *fence, intptr_t consumer,
+                     cai_consumer_at *at, cai_error_t *err)
+{
+    return cai_fence_is_shared(fence)
+               ? cai_fence_wait_once_at(fence, consumer, at, err)
+               : cai_fence_wait_at(fence, consumer, at, err);
+}
+
 int view_order(cai_state *st, const DLPackViewObject *v, intptr_t consumer,
                cai_consumer_at *at)
 {
@@ -149,13 +158,7 @@ int view_order(cai_state *st, const DLPackViewObject *v, intptr_t consumer,
     poll_releases();
     if (v->fence == NULL || consumer == CAI_STREAM_NO_SYNC)
         return 0;
-    /* A fence shared by a batch makes each consumer stream wait once. */
-    if (cai_fence_is_shared(v->fence))
-        WITHOUT_INTERPRETER(
-            rc, cai_fence_wait_once_at(v->fence, consumer, at, &err));
-    else
-        WITHOUT_INTERPRETER(rc,
-                            cai_fence_wait_at(v->fence, consumer, at, &err));
+    WITHOUT_INTERPRETER(rc, view_wait(v->fence, consumer, at, &err));
     if (rc != 0) {
         raise_status(st, &err);
         return -1;
