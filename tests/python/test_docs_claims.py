@@ -81,8 +81,8 @@ def test_python_guide_names_its_functions():
     words = {4: "Four", 5: "Five", 6: "Six"}
     assert intro.count(words[len(listed)] + " functions") == 1, listed
     assert sorted(listed) == sorted(
-        ["as_dlpack", "to_dlpack", "from_dlpack", "add_dlpack",
-         "add_array_interface"])
+        ["as_dlpack", "as_dlpack_all", "to_dlpack", "from_dlpack",
+         "add_dlpack", "add_array_interface"])
 
 
 def test_readme_job_count_matches_makefile():
