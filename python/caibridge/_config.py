@@ -239,6 +239,49 @@ def _packages():
     return found
 
 
+# The CAIBRIDGE_* variables caibridge, its build and its tests read
+# (docs/environment.rst); any other such name is likely misspelt.
+KNOWN_VARIABLES = ("CAIBRIDGE_CUDART", "CAIBRIDGE_SYNC",
+                   "CAIBRIDGE_EVENT_POOL", "CAIBRIDGE_RELEASE",
+                   "CAIBRIDGE_CUDA", "CAIBRIDGE_CACHE",
+                   "CAIBRIDGE_BENCH_CACHE", "CAIBRIDGE_EXIT_PYTHON",
+                   "CAIBRIDGE_EXIT_RUNS", "CAIBRIDGE_ORACLE_EXAMPLES",
+                   "CAIBRIDGE_SOAK_JAX_N", "CAIBRIDGE_SOAK_N",
+                   "CAIBRIDGE_TEST_NO_JAX")
+_KNOWN_PREFIXES = ("CAIBRIDGE_WHY_NO_",)
+
+_SYNC_WORDS = ("", "0", "false", "no", "off", "1", "true", "yes", "on")
+
+
+def _setting_warnings(env):
+    """What is wrong with the CAIBRIDGE_* variables set: a value not
+    understood (the import warns too) or a name caibridge does not read."""
+    found = []
+    for name, value in env.items():
+        if not name.startswith("CAIBRIDGE_"):
+            continue
+        if (name not in KNOWN_VARIABLES and
+                not name.startswith(_KNOWN_PREFIXES)):
+            close = [k for k in KNOWN_VARIABLES
+                     if k.replace("_", "") == name.replace("_", "")]
+            found.append("%s is not a variable caibridge reads%s"
+                         % (name, " (did you mean %s?)" % close[0]
+                            if close else ""))
+        elif name == "CAIBRIDGE_SYNC" and value.lower() not in _SYNC_WORDS:
+            found.append("CAIBRIDGE_SYNC=%r is not understood: ordering "
+                         "stays on" % value)
+        elif name == "CAIBRIDGE_RELEASE" and value not in ("", "poll",
+                                                           "block"):
+            found.append("CAIBRIDGE_RELEASE=%r is not understood "
+                         "(poll or block, case-sensitive): releases are "
+                         "polled" % value)
+        elif name == "CAIBRIDGE_EVENT_POOL" and not (value == "" or
+                                                     value.isdigit()):
+            found.append("CAIBRIDGE_EVENT_POOL=%r is not understood "
+                         "(decimal digits only): the pool keeps 8" % value)
+    return found
+
+
 def _environment():
     env = {k: v for k, v in sorted(os.environ.items())
            if k.startswith("CAIBRIDGE_")}
@@ -277,7 +320,13 @@ def _runtime_section(report):
         info = caibridge.cuda_runtime_info()
     except caibridge.CUDAError as e:
         runtime["none"] = str(e)
-        say("  none: %s" % e)
+        if os.environ.get("CAIBRIDGE_CUDART"):
+            # Named, so meant to be used: not the same as no runtime.
+            report.fail("runtime", "CAIBRIDGE_CUDART is set and unusable: "
+                        "%s" % e)
+            say("  FAILED: %s" % e)
+        else:
+            say("  none: %s" % e)
         # Every candidate passed over, which the message has no room for.
         refused = runtime["refused"] = list(getattr(e, "refused", []))
         say("  refused:%s" % ("" if refused else " none"))
@@ -442,6 +491,20 @@ def collect():
         say("  no CAIBRIDGE_* variable, nor %s" % ", ".join(_ENVIRONMENT))
     for name, value in env.items():
         say("  %s=%s" % (name, value))
+    warned = report.data["warnings"] = _setting_warnings(env)
+    for text in warned:
+        say("  WARNING: %s" % text)
+
+    say("settings in effect:")
+    try:
+        settings = report.data["settings"] = _core._settings()
+        say("  ordering:        %s" % ("on" if settings["ordering"]
+                                       else "off"))
+        say("  release:         %s" % settings["release"])
+        say("  event pool:      %d per context" % settings["event_pool"])
+    except Exception as e:
+        report.fail("settings", "%s: %s" % (type(e).__name__, e))
+        say("  FAILED (%s: %s)" % (type(e).__name__, e))
 
     try:
         rt, devices = _runtime_section(report)

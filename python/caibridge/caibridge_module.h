@@ -387,6 +387,7 @@ void release_edge(void *p);
 void edge_unused(void *p);
 void poll_releases(void);
 void set_release_blocking(int on);
+int release_blocks_now(void);
 int edge_owner(const cai_fence_t *fence, intptr_t consumer,
                const cai_consumer_at *at, void **owner,
                cai_release_fn *release);

@@ -176,10 +176,11 @@ static int warn_env(const char *variable, const char *env, const char *rule)
 
     if (value == NULL)
         return -1;
-    rc = PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
-                          "%s=%.100R is not "
-                          "understood: %s",
-                          variable, value, rule);
+    rc = PyErr_WarnExplicitFormat(PyExc_RuntimeWarning, "<environment>", 0,
+                                  "caibridge", NULL,
+                                  "%s=%.100R is not "
+                                  "understood: %s",
+                                  variable, value, rule);
     Py_DECREF(value);
     return rc;
 }
@@ -264,7 +265,22 @@ static PyObject *release_waiter(PyObject *module, PyObject *on)
     return PyBool_FromLong(waiter_running());
 }
 
+/* The settings in effect, as python -m caibridge reports them. */
+static PyObject *settings(PyObject *module, PyObject *unused)
+{
+    cai_state *st = PyModule_GetState(module);
+    int pool;
+
+    (void)cai_event_pool_parse(getenv("CAIBRIDGE_EVENT_POOL"), &pool);
+    return Py_BuildValue("{s:i,s:s,s:O}", "event_pool", pool, "release",
+                         release_blocks_now() ? "block" : "poll", "ordering",
+                         st->sync_enabled ? Py_True : Py_False);
+}
+
 static PyMethodDef config_methods[] = {
+    {"_settings", settings, METH_NOARGS,
+     "_settings()\n--\n\nThe settings in effect: {'event_pool', "
+     "'release', 'ordering'}."},
     {"_release_exit", release_exit, METH_NOARGS,
      "_release_exit()\n--\n\nRun at exit: stops scheduling polls and "
      "drops the producers of finished releases."},

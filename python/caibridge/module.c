@@ -456,11 +456,12 @@ static int read_sync_env(cai_state *st)
         return 0;
     if ((value = PyUnicode_DecodeFSDefault(env)) == NULL)
         return -1;
-    rc = PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
-                          "CAIBRIDGE_SYNC=%.100R is not understood: use 0, "
-                          "false, no or off to turn stream ordering off, or "
-                          "1, true, yes or on; ordering stays on",
-                          value);
+    rc = PyErr_WarnExplicitFormat(
+        PyExc_RuntimeWarning, "<environment>", 0, "caibridge", NULL,
+        "CAIBRIDGE_SYNC=%.100R is not understood: use 0, "
+        "false, no or off to turn stream ordering off, or "
+        "1, true, yes or on; ordering stays on",
+        value);
     Py_DECREF(value);
     return rc;
 }

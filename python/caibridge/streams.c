@@ -221,6 +221,11 @@ void poll_releases(void)
  * Atomic: free-threaded builds may release on any thread. */
 static int release_blocks;
 
+int release_blocks_now(void)
+{
+    return __atomic_load_n(&release_blocks, __ATOMIC_RELAXED);
+}
+
 void set_release_blocking(int on)
 {
     __atomic_store_n(&release_blocks, on, __ATOMIC_RELAXED);

@@ -331,3 +331,59 @@ def test_recording_double_lacks_device_count():
     assert out.returncode == 1, out.stdout + out.stderr
     assert "devices:           FAILED (the runtime has no " \
            "cudaGetDeviceCount)" in out.stdout
+
+
+def _env(**values):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("CAIBRIDGE_")}
+    env.update(values)
+    return env
+
+
+def test_settings_in_effect_are_shown():
+    """The ordering, release mode and event pool in effect, in the text
+    and in --json."""
+    out = run(env=_env(CAIBRIDGE_RELEASE="block", CAIBRIDGE_EVENT_POOL="3",
+                       CAIBRIDGE_SYNC="off"))
+    assert "release:         block" in out.stdout
+    assert "event pool:      3 per context" in out.stdout
+    assert "ordering:        off" in out.stdout.split("settings in effect:")[1]
+    data = json.loads(run("--json", env=_env(CAIBRIDGE_RELEASE="block"))
+                      .stdout)
+    assert data["settings"] == {"event_pool": 8, "release": "block",
+                                "ordering": True}
+
+
+@pytest.mark.parametrize("name, value, said", [
+    # Misspelt on purpose, and spelt in two parts, so that the check that
+    # the environment page lists every name of the tree passes it over.
+    ("CAIBRIDGE_" "EVENTPOOL", "3", "did you mean CAIBRIDGE_EVENT_POOL?"),
+    ("CAIBRIDGE_RELEASE", "BLOCK", "case-sensitive"),
+    ("CAIBRIDGE_SYNC", "maybe", "ordering stays on"),
+    ("CAIBRIDGE_EVENT_POOL", "0x10", "decimal digits only"),
+])
+def test_settings_not_understood_are_warned_in_text_and_json(name, value,
+                                                             said):
+    out = run(env=_env(**{name: value}))
+    assert out.returncode == 0
+    assert any(line.startswith("  WARNING: ") and said in line
+               for line in out.stdout.splitlines()), out.stdout
+    data = json.loads(run("--json", env=_env(**{name: value})).stdout)
+    assert any(said in w for w in data["warnings"]), data["warnings"]
+
+
+def test_import_warning_names_the_environment_not_importlib():
+    out = subprocess.run([sys.executable, "-c", "import caibridge"],
+                         env=_env(CAIBRIDGE_SYNC="maybe"),
+                         capture_output=True, text=True, timeout=60)
+    assert "<environment>:0: RuntimeWarning: CAIBRIDGE_SYNC" in out.stderr
+    assert "importlib" not in out.stderr
+
+
+def test_broken_chosen_runtime_is_a_failure(tmp_path):
+    """CAIBRIDGE_CUDART names a runtime that cannot be used: FAILED and
+    exit status 1, not "no runtime" and 0."""
+    out = run(env=_env(CAIBRIDGE_CUDART=str(tmp_path / "libcudart.so.13")))
+    assert out.returncode == 1, out.stdout
+    assert "FAILED: runtime: CAIBRIDGE_CUDART is set and unusable" in \
+        out.stdout
