@@ -87,11 +87,25 @@ int hidden_attribute_error(cai_state *st, PyObject *obj)
         PyErr_NormalizeException(&type, &cause, &tb);
         if (tb != NULL)
             PyException_SetTraceback(cause, tb);
-        PyErr_Format(PyExc_TypeError,
-                     "%.100s.%U raised %.100s inside the property (the "
-                     "cause, above), and %.100s has no other interface",
-                     Py_TYPE(obj)->tp_name, name,
-                     ((PyTypeObject *)type)->tp_name, Py_TYPE(obj)->tp_name);
+        /* A DLPack producer whose property only says "not on CUDA" (a
+         * CPU torch tensor): the bridge is not needed at all. */
+        if (PyObject_HasAttrString((PyObject *)Py_TYPE(obj), "__dlpack__"))
+            PyErr_Format(PyExc_TypeError,
+                         "%.100s is already a DLPack producer (it has "
+                         "__dlpack__): hand it to the DLPack consumer "
+                         "directly (for a CAI consumer: "
+                         "caibridge.from_dlpack(obj)); it has no array "
+                         "interface to bridge, as its %U raised %.100s "
+                         "(the cause, above)",
+                         Py_TYPE(obj)->tp_name, name,
+                         ((PyTypeObject *)type)->tp_name);
+        else
+            PyErr_Format(PyExc_TypeError,
+                         "%.100s.%U raised %.100s inside the property (the "
+                         "cause, above), and %.100s has no other interface",
+                         Py_TYPE(obj)->tp_name, name,
+                         ((PyTypeObject *)type)->tp_name,
+                         Py_TYPE(obj)->tp_name);
         Py_DECREF(type);
         Py_XDECREF(tb);
         PyErr_Fetch(&type, &value, &tb);

@@ -361,3 +361,36 @@ def test_claim_ci_steps_are_listed():
                        ("aarch64", "`.ci/aarch64`")):
         assert step in run and said in dev
     assert "run under qemu-user" in read("docs/compatibility.rst")
+
+
+def test_troubleshooting_answers_the_questions_users_ask():
+    """troubleshooting.rst answers the six questions of the peers'
+    trackers, each with the message seen, the cause and the fix."""
+    text = read("docs/troubleshooting.rst")
+    for heading in ('"Unsupported device_type: 13"',
+                    '"per-thread default stream is not supported"',
+                    "bfloat16 from a CAI producer",
+                    "Data on cuda:1, consumer on cuda:0",
+                    "Python 3.14, or a platform without a wheel",
+                    '"is already a DLPack producer"'):
+        at = text.index(heading)
+        section = text[at:text.index("\n*Fix:*", at)]
+        assert "*Cause:*" in section, heading
+
+
+def test_as_dlpack_of_a_dlpack_producer_says_so():
+    """A DLPack producer whose array-interface property fails (a CPU torch
+    tensor) is told to go to DLPack consumers directly."""
+    class Producer:
+        @property
+        def __cuda_array_interface__(self):
+            raise AttributeError("not on CUDA")
+
+        def __dlpack__(self, **kwargs):
+            raise AssertionError
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    with pytest.raises(TypeError, match="already a DLPack producer"):
+        caibridge.as_dlpack(Producer())
