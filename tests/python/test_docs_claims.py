@@ -394,3 +394,12 @@ def test_as_dlpack_of_a_dlpack_producer_says_so():
 
     with pytest.raises(TypeError, match="already a DLPack producer"):
         caibridge.as_dlpack(Producer())
+
+
+def test_compatibility_says_torch_as_tensor_ignores_the_stream():
+    """compatibility.rst says torch.as_tensor ignores a CAI producer's
+    stream, with the GPU case that shows it."""
+    text = read("docs/compatibility.rst")
+    assert "``torch.as_tensor(obj)`` of a CAI v3 producer ignores" in text
+    assert "torch_as_tensor_ignores_the_stream" in read(
+        "tests/gpu/release_cases.py")
