@@ -348,18 +348,20 @@ CAI_API int cai_fence_release(const cai_fence_t *fence,
 /*
  * The reverse edge for a producer's owner: records an event on
  * consumer_stream and keeps owner until that event has completed, when
- * release(owner) runs.  Nothing blocks: release runs
- *  - at once, on this thread, before this call returns, when there is
- *    nothing to wait for (NULL fence, CAI_STREAM_NO_SYNC, the fence's own
- *    stream handle, no CUDA context on a default stream) or on failure;
- *  - later, once the event has completed (or its context is gone), inside
- *    the first cai_release_poll or cai_fence_release_owner call that finds
- *    it so, on the thread making that call (this very call polls too),
- *    after the caller's CUDA context is put back and with no lock held, so
- *    release may call caibridge again;
- * with CAI_RELEASE_BLOCK the host waits for the event here and release
- * runs before this call returns.  The fence may be destroyed as soon as
- * this returns.  consumer_stream follows cai_fence_release's rule.
+ * release(owner) runs.  Nothing blocks.  When there is nothing to wait for
+ * (NULL fence, CAI_STREAM_NO_SYNC, the fence's own stream handle, no CUDA
+ * context on a default stream), or on failure, release runs at once, on
+ * this thread, before this call returns.  Otherwise it is deferred: it
+ * runs once the event has completed (or its context is gone), inside the
+ * first cai_release_poll or cai_fence_release_owner call that finds it so,
+ * on the thread making that call (this very call polls too), after the
+ * caller's CUDA context is put back and with no lock held, so release may
+ * call caibridge again.  In C nothing else runs deferred releases (in
+ * Python the module's release waiter does): a library must call
+ * cai_release_poll (from its own loop, or with wait nonzero before it
+ * unloads or at exit), or the deferred owners are never released.  With CAI_RELEASE_BLOCK the host waits for the event here and
+ * release runs before this call returns.  The fence may be destroyed as
+ * soon as this returns.  consumer_stream follows cai_fence_release's rule.
  */
 CAI_API int cai_fence_release_owner(const cai_fence_t *fence,
                                     intptr_t consumer_stream, unsigned flags,
@@ -372,7 +374,10 @@ CAI_API int cai_fence_release_owner(const cai_fence_t *fence,
  * cuEventQuery, only the oldest of each stream until one is not done);
  * with wait nonzero the host waits for all of them first (at exit).
  * Without pending releases it makes no CUDA call.  A failed query is
- * reported, and its owner released all the same.
+ * reported, and its owner released all the same.  In C, caibridge has no
+ * thread of its own (the Python module's release waiter calls this): a
+ * library that defers releases must call it, or the deferred owners are
+ * never released.
  */
 CAI_API int cai_release_poll(int wait, cai_error_t *err);
 

@@ -90,3 +90,22 @@ tests/guide-c-example.c: $(top_srcdir)/docs/guide/c.rst
 CLEANFILES += tests/guide-c-example.c
 TESTS += tests/guide-c-t.sh
 EXTRA_DIST += tests/guide-c-t.sh
+
+# The capsule example of docs/guide/c.rst (its third C block), compiled
+# against Python.h as a module that nothing loads: it must build.
+if HAVE_PYTHON
+check_LTLIBRARIES += tests/libguide-capsule.la
+tests_libguide_capsule_la_SOURCES = tests/guide-capsule.c
+tests_libguide_capsule_la_CPPFLAGS = $(AM_CPPFLAGS) $(PYTHON_INCLUDES) \
+	-I$(top_builddir)/tests
+tests_libguide_capsule_la_LDFLAGS = -module -avoid-version -shared \
+	-rpath /nowhere
+BUILT_SOURCES += tests/guide-capsule-example.h
+tests/guide-capsule-example.h: $(top_srcdir)/docs/guide/c.rst
+	$(AWK) -v want=3 'inblock && /^[^ \t]/ { exit } \
+	  inblock { sub(/^   /, ""); print } \
+	  /^\.\. code-block:: c[ \t]*$$/ { if (++n == want) inblock = 1 }' \
+	  $(top_srcdir)/docs/guide/c.rst > $@.tmp && \
+	  grep 'dltensor_versioned' $@.tmp >/dev/null && mv $@.tmp $@
+CLEANFILES += tests/guide-capsule-example.h
+endif

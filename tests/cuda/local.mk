@@ -88,6 +88,22 @@ tests_cuda_release_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS) -I$(top_srcdir)/src
 tests_cuda_release_t_LDADD = src/libcaibridge-core.la tests/tap/libtap.a
 tests_cuda_reset_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_strict_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
+# The CUDA export example of docs/guide/c.rst (the page's second
+# `.. code-block:: c`), taken from the page and run on the double.
+check_PROGRAMS += tests/cuda/guide-gpu-t
+TESTS += tests/cuda/guide-gpu-t
+VALGRIND_TESTS += tests/cuda/guide-gpu-t
+tests_cuda_guide_gpu_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS) \
+	-I$(top_builddir)/tests/cuda
+BUILT_SOURCES += tests/cuda/guide-gpu-example.h
+tests/cuda/guide-gpu-example.h: $(top_srcdir)/docs/guide/c.rst
+	@$(MKDIR_P) tests/cuda
+	$(AWK) -v want=2 'inblock && /^[^ \t]/ { exit } \
+	  inblock { sub(/^   /, ""); print } \
+	  /^\.\. code-block:: c[ \t]*$$/ { if (++n == want) inblock = 1 }' \
+	  $(top_srcdir)/docs/guide/c.rst > $@.tmp && \
+	  grep 'export_cuda' $@.tmp >/dev/null && mv $@.tmp $@
+CLEANFILES += tests/cuda/guide-gpu-example.h
 # Runs itself as a child through /proc/PID/exe: not under valgrind.
 check_PROGRAMS += tests/cuda/soname-t
 TESTS += tests/cuda/soname-t
