@@ -108,8 +108,55 @@ def main():
                   f"{(q[2] - q[0]) / med * 100:4.0f}%  "
                   f"{med / base:5.2f}x caibridge")
     pipeline_rows(torch)
+    batch_rows(torch, caibridge)
     call_rows(caibridge)
     return 0
+
+
+def batch_rows(torch, caibridge, n=1000):
+    """n small tensors from one CAI producer stream into torch on a side
+    stream: one by one (as_dlpack each), as a batch (as_dlpack_all), and by
+    hand (B.wait_stream(A) once, torch.as_tensor each); us per tensor, best
+    of 5, each tensor taken and released."""
+    a, b = torch.cuda.Stream(), torch.cuda.Stream()
+    xs = [torch.ones(256, device="cuda:0") for _ in range(n)]
+    cais = [CAI(x, x.data_ptr(), a.cuda_stream) for x in xs]
+    for c in cais:
+        c.__cuda_array_interface__["shape"] = (256,)
+    torch.cuda.synchronize()
+
+    def one_by_one():
+        with torch.cuda.stream(b):
+            for c in cais:
+                torch.from_dlpack(caibridge.as_dlpack(c))
+
+    def batch():
+        views = caibridge.as_dlpack_all(cais)
+        with torch.cuda.stream(b):
+            for v in views:
+                torch.from_dlpack(v)
+
+    def by_hand():
+        b.wait_stream(a)
+        with torch.cuda.stream(b):
+            for x in xs:
+                torch.as_tensor(x)
+    print(f"\n{n} tensors of 256 floats into torch on a side stream: us per "
+          "tensor, best of 5")
+    for label, fn in (("caibridge.as_dlpack, one by one", one_by_one),
+                      ("caibridge.as_dlpack_all", batch),
+                      ("B.wait_stream(A) + torch.as_tensor", by_hand)):
+        fn()
+        best = None
+        for _ in range(5):
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            fn()
+            took = (time.perf_counter() - start) / n
+            best = took if best is None else min(best, took)
+        print(f"  {label:44s} {best * 1e6:8.2f} us")
+    torch.cuda.synchronize()
+    caibridge._core._release_poll()
 
 
 def call_rows(caibridge):

@@ -36,7 +36,8 @@ def test_cases_are_registered_once_each(script):
                  "releases_behind_a_long_kernel@0",
                  "pipeline_at_the_price_of_ordering_by_hand@0",
                  "producer_goes_promptly@0",
-                 "torch_as_tensor_ignores_the_stream@0"):
+                 "torch_as_tensor_ignores_the_stream@0",
+                 "batch_into_torch@0"):
         assert name in names
     assert all(callable(c[2]) for c in gpu_cases.CASES)
 

@@ -173,3 +173,50 @@ def torch_as_tensor_ignores_the_stream(libs, device):
         f"as_tensor wrong {wrong}, caibridge right {right} of " \
         f"{UNORDERED_REPEATS}"
 
+
+
+@case("1,000 tensors through as_dlpack_all onto a side stream: within 1 us "
+      "per tensor of torch.from_dlpack of torch's own tensors on the same "
+      "streams")
+def batch_into_torch(libs, device):
+    torch = libs.torch
+    a, b = torch.cuda.Stream(), torch.cuda.Stream()
+    warm(torch, b)
+    xs = [torch.full((256,), float(i), device="cuda:0") for i in range(1000)]
+    torch.cuda.synchronize()
+
+    def ours():
+        views = caibridge.as_dlpack_all(
+            [CAI(x, x.data_ptr(), (256,), stream=a.cuda_stream) for x in xs])
+        with torch.cuda.stream(b):
+            ts = [torch.from_dlpack(v) for v in views]
+        return ts
+
+    def theirs():
+        with torch.cuda.stream(a):
+            ys = [x.view(-1) for x in xs]
+        with torch.cuda.stream(b):
+            ts = [torch.from_dlpack(y) for y in ys]
+        return ts
+
+    best = {}
+    for name, fn in (("caibridge", ours), ("torch", theirs)):
+        fn()
+        times = []
+        for _ in range(5):
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            ts = fn()
+            del ts
+            times.append(time.perf_counter() - start)
+        best[name] = min(times) / len(xs)
+    torch.cuda.synchronize()
+    check = ours()
+    b.synchronize()
+    right = all(float(t[0]) == float(i) for i, t in enumerate(check))
+    gap = best["caibridge"] - best["torch"]
+    diag(f"per tensor: caibridge {best['caibridge'] * 1e6:.2f} us, torch's "
+         f"own {best['torch'] * 1e6:.2f} us")
+    return gap < 1e-6 and right, \
+        f"{gap * 1e6:+.2f} us per tensor over torch's own; values right: " \
+        f"{right}"
