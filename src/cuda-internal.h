@@ -78,6 +78,15 @@ struct cudart {
         enum cudaStreamCaptureMode *);
     cudaError_t(CUDARTAPI *launch_host_func)(cudaStream_t, cudaHostFn_t,
                                              void *);
+    /* Optional, for device copies (cuda-copy.c): cudaMallocAsync and
+     * cudaFreeAsync are CUDA 11.2's; NULL when the runtime lacks them. */
+    cudaError_t(CUDARTAPI *malloc_async)(void **, size_t, cudaStream_t);
+    cudaError_t(CUDARTAPI *free_async)(void *, cudaStream_t);
+    cudaError_t(CUDARTAPI *memcpy_async)(void *, const void *, size_t,
+                                         enum cudaMemcpyKind, cudaStream_t);
+    cudaError_t(CUDARTAPI *memcpy_2d_async)(void *, size_t, const void *,
+                                            size_t, size_t, size_t,
+                                            enum cudaMemcpyKind, cudaStream_t);
 };
 
 /* The driver's entry points: the exact current context (NULL included) is

@@ -80,6 +80,7 @@ static inline PyObject *dlpack_call(cai_state *st, PyObject *obj,
     if (kwnames == NULL) { /* every keyword its default */
         req.stream = req.dl_device = NULL;
         req.versioned = req.copy = req.readonly_legacy_ok = 0;
+        req.never_copy = 0;
         req.sync = 1;
     } else if (dlpack_request(st, args, kwnames, &req) != 0) {
         return NULL;

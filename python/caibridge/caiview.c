@@ -355,14 +355,18 @@ static PyObject *caiview_dlpack(PyObject *self, PyTypeObject *defining_class,
     cai_request_t req;
     cai_desc_t d;
     void *tensor;
+    int prepared = 0;
 
     if (check_positional("__dlpack__", nargs, 0) != 0 ||
         dlpack_request(st, args + nargs, kwnames, &req) != 0)
         return NULL;
-    if (caiview_desc(st, v, &d) != 0 || request_prepare(st, &d, &req) != 0)
+    if (caiview_desc(st, v, &d) != 0 ||
+        (prepared = request_prepare(st, &d, &req)) < 0)
         return NULL;
+    if (prepared == 2)
+        return host_copy_of_device(st, &d, req.versioned);
     if (req.copy)
-        return copy_to_capsule(st, &d, req.versioned);
+        return request_copy(st, &d, &req);
     if (caiview_reexport(st, v, &d, req.versioned, &tensor) != 0)
         return NULL;
     return tensor_capsule(tensor, req.versioned);
