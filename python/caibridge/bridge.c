@@ -54,7 +54,8 @@ static const char dlpack_doc[] =
     "capsule\n"
     "when max_version asks for 1.x, else a legacy one (refused for read-only\n"
     "data); stream ordering on CUDA (None: legacy default, -1: none, 0\n"
-    "refused); copy=True makes a host copy.  Pinned and managed memory with\n"
+    "refused); copy=True makes a copy (of CUDA memory: on the consumer's\n"
+    "stream).  Pinned and managed memory with\n"
     "no stream, or asked for as dl_device=(1, 0), make the host wait for the\n"
     "producer's stream.  The capsule keeps the instance alive until the\n"
     "consumer's deleter runs.";

@@ -385,8 +385,8 @@ PyDoc_STRVAR(
     "(refused for read-only data).  For CUDA memory the consumer's stream\n"
     "waits on the view's CAI stream (None: legacy default, -1: no ordering, "
     "0\n"
-    "refused); for host memory stream must be None.  copy=True makes a host\n"
-    "copy marked IS_COPIED.");
+    "refused); for host memory stream must be None.  copy=True makes a copy\n"
+    "marked IS_COPIED (of CUDA memory: on the consumer's stream).");
 
 static PyGetSetDef caiview_getset[] = {
     {"__cuda_array_interface__", caiview_get_cai, NULL,

@@ -500,8 +500,10 @@ PyDoc_STRVAR(
     "the view was made.  For host memory stream must be None.  Pinned and\n"
     "managed memory with no stream, or asked for as dl_device=(1, 0), make "
     "the\n"
-    "host wait instead.  copy=True makes a C-contiguous host copy marked\n"
-    "IS_COPIED; copy=False never copies.");
+    "host wait instead.  copy=True makes a C-contiguous copy marked\n"
+    "IS_COPIED (of CUDA memory: queued on the consumer's stream, freed with\n"
+    "cudaFreeAsync at release); dl_device=(1, 0) of CUDA memory is a host\n"
+    "copy the host waits for; copy=False never copies.");
 
 PyDoc_STRVAR(view_dlpack_device_doc,
              "__dlpack_device__($self, /)\n--\n\n"

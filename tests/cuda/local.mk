@@ -119,6 +119,7 @@ endif
 # JAX on a machine with a GPU; one TAP skip line with the reason without.
 # It imports the package staged by python/local.mk (python/stage).
 EXTRA_DIST += tests/gpu/check-gpu.py tests/gpu/gpu_cases.py \
+	tests/gpu/gpu_copy_cases.py \
 	tests/gpu/README
 if HAVE_PYTHON
 check-gpu: python/stage/caibridge/.stamp

@@ -101,6 +101,8 @@ def test_copy_is_ordered_after_the_producer(tl, path, ordered):
     ((-8, 1), (8, 8), lambda a: a.reshape(8, 8)[::-1]),       # reversed rows
     ((1, -8), (8, 8), lambda a: a.reshape(8, 8)[::-1].T),     # reversed cols
     ((0, 1), (3, 8), lambda a: np.broadcast_to(a[:8], (3, 8))),  # broadcast
+    ((1, 1), (3, 8),                               # overlapping rows
+     lambda a: np.lib.stride_tricks.as_strided(a, (3, 8), (1, 1))),
     ((16, 2, 1), (2, 2, 3),                                   # N-D
      lambda a: np.lib.stride_tricks.as_strided(a, (2, 2, 3), (16, 2, 1))),
 ])
@@ -244,4 +246,19 @@ def test_no_consumer_stream_copies_on_the_producers(tl, path):
     del view, capsule
     gc.collect()
     tl.drain()
+    assert live(tl) == 0
+
+
+def test_per_thread_copy_is_freed_on_the_legacy_stream(tl):
+    """Stream 2 names the calling thread's stream, and a deleter may run
+    on any thread: the free goes on the legacy stream, which waits for
+    every blocking stream, the per-thread ones included."""
+    src = tl.buffer()
+    capsule = caibridge.to_dlpack(CAIArray(src, None), stream=2, copy=True)
+    assert "cudaMallocAsync(64, cudaStreamPerThread)" in tl.c.log().decode()
+    del capsule
+    gc.collect()
+    tl.drain()
+    log = tl.c.log().decode()
+    assert "cudaFreeAsync(cudaStreamLegacy)" in log, log
     assert live(tl) == 0

@@ -1393,3 +1393,8 @@ def _register_doc_examples():
 
 
 _register_doc_examples()
+
+
+# The copy cases (issue 35) live in their own file; importing it registers
+# them here.
+import gpu_copy_cases  # noqa: E402,F401
