@@ -122,4 +122,8 @@ int cai_tensor_detach(void *tensor, int versioned, cai_release_fn *release,
 int cai_tensor_owner(const void *tensor, int versioned,
                      cai_release_fn *release, void **owner);
 
+/* The DLPack name of a type ("bfloat16", "float8_e4m3fn"), into buf; the
+ * module's messages and repr use it too (declared in internal.h also). */
+const char *cai_dtype_name(DLDataType dtype, char buf[32]);
+
 #endif

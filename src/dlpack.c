@@ -288,7 +288,6 @@ int cai_tensor_detach(void *tensor, int versioned, cai_release_fn *release,
 int cai_desc_from_dltensor(const DLTensor *t, cai_desc_t *out,
                            cai_error_t *err)
 {
-    char typestr[CAI_TYPESTR_MAX];
     int64_t itemsize, count;
     int rc, i;
 
@@ -300,10 +299,22 @@ int cai_desc_from_dltensor(const DLTensor *t, cai_desc_t *out,
         return cai_fail(err, CAI_EINVAL, "shape",
                         "shape is NULL for a tensor of %d dimensions",
                         (int)t->ndim);
-    rc = cai_typestr_format(t->dtype, typestr, err);
-    if (CAI_UNLIKELY(rc != 0))
-        return rc;
+    /* Any type DLPack defines is carried: a typestr is needed only where
+     * a CAI or array interface is written (cai_typestr_format).  Sub-byte
+     * elements have no byte stride, so the descriptor cannot hold them. */
     itemsize = cai_dtype_itemsize(t->dtype);
+    if (CAI_UNLIKELY(t->dtype.code > kDLFloat4_e2m1fn || itemsize == 0)) {
+        char name[32];
+
+        return cai_fail(err, CAI_EUNSUPPORTED, "dtype",
+                        t->dtype.code > kDLFloat4_e2m1fn
+                            ? "DLPack type %s has a code this library does "
+                              "not know"
+                            : "DLPack type %s has elements of less than a "
+                              "whole byte, which a descriptor with byte "
+                              "strides cannot hold",
+                        cai_dtype_name(t->dtype, name));
+    }
 
     /* data once byte_offset is checked, below. */
     cai_desc_init(out, NULL, t->ndim, t->dtype, t->device);

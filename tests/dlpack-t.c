@@ -418,15 +418,19 @@ static void test_zero_d_and_zero_size(void)
     }
 }
 
+/* Types with no typestr: described when their elements fill whole bytes
+ * (only an interface needs a typestr), else refused by name. */
 static const struct {
     uint8_t code, bits;
+    int status;
     const char *name, *what;
 } no_typestr[] = {
-    {kDLBfloat, 16, "bfloat16", "bfloat16"},
-    {kDLFloat8_e5m2, 8, "float8_e5m2", "float8_e5m2"},
-    {kDLFloat4_e2m1fn, 4, "float4_e2m1fn", "float4_e2m1fn (sub-byte)"},
-    {kDLInt, 4, "int4", "int4"},
-    {kDLOpaqueHandle, 64, NULL, "opaque handle"},
+    {kDLBfloat, 16, 0, "bfloat16", "bfloat16"},
+    {kDLFloat8_e5m2, 8, 0, "float8_e5m2", "float8_e5m2"},
+    {kDLFloat4_e2m1fn, 4, CAI_EUNSUPPORTED, "float4_e2m1fn",
+     "float4_e2m1fn (sub-byte)"},
+    {kDLInt, 4, CAI_EUNSUPPORTED, "int4", "int4"},
+    {kDLOpaqueHandle, 64, 0, NULL, "opaque handle"},
 };
 
 static void test_from_dltensor(void)
@@ -511,17 +515,22 @@ static void test_from_dltensor(void)
     is_string("byte_offset", err.field, "from: ... naming byte_offset");
     t.byte_offset = 0;
 
-    /* Types without a typestr are refused, by name where they have one. */
+    /* Types without a typestr: whole bytes described, sub-byte refused. */
     shape[0] = 3;
     shape[1] = 4;
     t.strides = NULL;
     for (i = 0; i < (int)(sizeof no_typestr / sizeof no_typestr[0]); i++) {
         t.dtype = dtype(no_typestr[i].code, no_typestr[i].bits, 1);
-        is_int(CAI_EUNSUPPORTED, cai_desc_from_dltensor(&t, &d, &err),
-               "from: %s refused", no_typestr[i].what);
-        if (no_typestr[i].name != NULL)
+        is_int(no_typestr[i].status, cai_desc_from_dltensor(&t, &d, &err),
+               "from: %s %s", no_typestr[i].what,
+               no_typestr[i].status ? "refused" : "described");
+        if (no_typestr[i].status)
             contains(err.message, no_typestr[i].name, "from: ... naming %s",
                      no_typestr[i].name);
+        else
+            ok(d.dtype.code == no_typestr[i].code &&
+                   d.dtype.bits == no_typestr[i].bits,
+               "from: ... keeping its type");
     }
     t.dtype = dtype(kDLFloat, 32, 1);
 
@@ -663,10 +672,26 @@ static void test_from_versioned(void)
            d.dtype.code == kDLUInt && d.dtype.bits == 8 &&
            d.device.device_type == kDLCUDAHost,
        "legacy in: data+offset, writable, uint8, CUDAHost");
+    /* A type with no typestr is described: only an interface needs one. */
     l.dl_tensor.dtype = dtype(kDLBfloat, 16, 1);
+    is_int(0, cai_desc_from_dlpack(&l, &d, &err),
+           "legacy in: bfloat16 is described");
+    ok(d.dtype.code == kDLBfloat && d.dtype.bits == 16 && !d.has_strides,
+       "legacy in: ... as bfloat16, C-contiguous");
+    l.dl_tensor.dtype = dtype(kDLFloat8_e4m3fn, 8, 1);
+    is_int(0, cai_desc_from_dlpack(&l, &d, &err),
+           "legacy in: float8_e4m3fn is described");
+    l.dl_tensor.dtype = dtype(kDLFloat4_e2m1fn, 4, 1);
     is_int(CAI_EUNSUPPORTED, cai_desc_from_dlpack(&l, &d, &err),
-           "legacy in: bfloat16 refused");
-    contains(err.message, "bfloat16", "legacy in: ... naming bfloat16");
+           "legacy in: float4_e2m1fn (4 bits) refused");
+    contains(err.message, "less than a whole byte",
+             "legacy in: ... saying its elements are sub-byte");
+    l.dl_tensor.dtype = dtype(kDLFloat4_e2m1fn, 4, 2);
+    is_int(0, cai_desc_from_dlpack(&l, &d, &err),
+           "legacy in: float4_e2m1fn x2 (a whole byte) is described");
+    l.dl_tensor.dtype = dtype(kDLFloat4_e2m1fn + 1, 8, 1);
+    is_int(CAI_EUNSUPPORTED, cai_desc_from_dlpack(&l, &d, &err),
+           "legacy in: an unknown type code refused");
 }
 
 static int same_desc(const cai_desc_t *a, const cai_desc_t *b)
@@ -911,7 +936,7 @@ static void test_foreign_addresses(void)
 
 int main(void)
 {
-    plan(307 + 13 + 5);
+    plan(313 + 13 + 5);
     test_foreign_addresses();
     test_to_versioned();
     test_to_legacy();

@@ -171,8 +171,17 @@ static PyObject *build_interface(CAIViewObject *v)
 
     if (tensor_desc(st, v, &d) != 0)
         return NULL;
-    if (cai_typestr_format(d.dtype, typestr, &err) != 0)
-        return raise_status(st, &err);
+    if (cai_typestr_format(d.dtype, typestr, &err) != 0) {
+        char name[32];
+
+        PyErr_Format(PyExc_BufferError,
+                     "DLPack type %s has no NumPy typestr, so neither "
+                     "__cuda_array_interface__ nor __array_interface__ can "
+                     "describe it; DLPack can still carry it (the view's "
+                     "__dlpack__, e.g. torch.from_dlpack(view))",
+                     cai_dtype_name(d.dtype, name));
+        return NULL;
+    }
     if ((dict = PyDict_New()) == NULL)
         return NULL;
 #define PUT(key, expr)                                     \
@@ -290,15 +299,28 @@ static PyObject *caiview_dlpack_device(PyObject *self, PyObject *unused)
     return device_pair(v->device);
 }
 
+/* What the view holds: DLPack type, shape, device; a cleared view says
+ * so.  Only kDLCPU and the CUDA types are ever viewed: all have names. */
 static PyObject *caiview_repr(PyObject *self)
 {
     CAIViewObject *v = (CAIViewObject *)self;
+    const DLTensor *t;
+    PyObject *shape, *result;
+    char name[32];
 
-    /* Only kDLCPU and the CUDA types are ever viewed: all have names. */
-    return PyUnicode_FromFormat("<caibridge.CAIView device=(%s, %d) %s>",
-                                device_type_name(v->device.device_type),
-                                (int)v->device.device_id,
-                                v->versioned ? "versioned" : "legacy");
+    if (v->tensor == NULL)
+        return PyUnicode_FromString("<caibridge.CAIView cleared>");
+    t = v->versioned ? &((DLManagedTensorVersioned *)v->tensor)->dl_tensor
+                     : &((DLManagedTensor *)v->tensor)->dl_tensor;
+    if ((shape = int64_tuple(t->ndim, t->shape)) == NULL)
+        return NULL;
+    result = PyUnicode_FromFormat(
+        "<caibridge.CAIView %s shape=%R device=(%s, %d) %s>",
+        cai_dtype_name(t->dtype, name), shape,
+        device_type_name(v->device.device_type), (int)v->device.device_id,
+        v->versioned ? "versioned" : "legacy");
+    Py_DECREF(shape);
+    return result;
 }
 
 /* ------------------------------------------------------------------ */
