@@ -668,6 +668,11 @@ def count_cuda_calls(caibridge, path, n=20):
                                        stream=producer_stream)),
         ("round trip, no producer stream, device looked up",
          lambda: caibridge.from_dlpack(caibridge.as_dlpack(plain))),
+        # Device copies (the capsule dies unconsumed: its deleter frees).
+        ("view.__dlpack__(stream=2, copy=True), made and freed",
+         lambda: view.__dlpack__(stream=2, copy=True)),
+        ("to_dlpack(o, stream=0x6000, copy=True), made and freed",
+         lambda: caibridge.to_dlpack(streamed, stream=0x6000, copy=True)),
     ]
     rows = []
     sec = "CUDA runtime calls per hand-over (recording double, no GPU)"
@@ -828,7 +833,8 @@ def print_poll(rows):
 WORK_CALLS = {"cudaEventCreateWithFlags", "cudaEventRecord",
               "cudaStreamWaitEvent", "cudaEventSynchronize",
               "cudaEventDestroy", "cudaStreamSynchronize",
-              "cudaDeviceSynchronize"}
+              "cudaDeviceSynchronize", "cudaMallocAsync", "cudaFreeAsync",
+              "cudaMemcpyAsync", "cudaMemcpy2DAsync"}
 
 
 def print_cuda(rows):

@@ -76,6 +76,15 @@ struct cudart {
     /* Optional: NULL when the runtime lacks them. */
     cudaError_t(CUDARTAPI *thread_exchange_capture_mode)(
         enum cudaStreamCaptureMode *);
+    /* Optional, for device copies (cuda-copy.c): cudaMallocAsync and
+     * cudaFreeAsync are CUDA 11.2's; NULL when the runtime lacks them. */
+    cudaError_t(CUDARTAPI *malloc_async)(void **, size_t, cudaStream_t);
+    cudaError_t(CUDARTAPI *free_async)(void *, cudaStream_t);
+    cudaError_t(CUDARTAPI *memcpy_async)(void *, const void *, size_t,
+                                         enum cudaMemcpyKind, cudaStream_t);
+    cudaError_t(CUDARTAPI *memcpy_2d_async)(void *, size_t, const void *,
+                                            size_t, size_t, size_t,
+                                            enum cudaMemcpyKind, cudaStream_t);
 };
 
 /* The driver's entry points: the exact current context (NULL included) is

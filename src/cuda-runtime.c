@@ -162,6 +162,11 @@ static int bind_runtime(void *handle, const char *what)
     /* Optional: host waits relax the thread's capture mode with it. */
     *(void **)&cai_rt.thread_exchange_capture_mode =
         dlsym(handle, "cudaThreadExchangeStreamCaptureMode");
+    /* Optional: device copies (cuda-copy.c) say so when they are absent. */
+    *(void **)&cai_rt.malloc_async = dlsym(handle, "cudaMallocAsync");
+    *(void **)&cai_rt.free_async = dlsym(handle, "cudaFreeAsync");
+    *(void **)&cai_rt.memcpy_async = dlsym(handle, "cudaMemcpyAsync");
+    *(void **)&cai_rt.memcpy_2d_async = dlsym(handle, "cudaMemcpy2DAsync");
     rc = cai_rt.runtime_get_version(&cai_rt_version);
     if (rc != cudaSuccess) {
         cai_set_problem("%s: cudaRuntimeGetVersion failed with CUDA error %d",

@@ -16,12 +16,13 @@ CAI_CORE_SOURCES = \
 	src/cuda-pending.c \
 	src/cuda-batch.c \
 	src/cuda-events.c \
+	src/cuda-copy.c \
 	src/cuda-none.c
 
 noinst_LTLIBRARIES += src/libcaibridge-core.la
 src_libcaibridge_core_la_SOURCES = $(CAI_CORE_SOURCES) \
 	src/internal.h src/desc.h src/cuda-internal.h src/cuda-search.h \
-	src/cuda-release.h
+	src/cuda-release.h src/cuda-copy.h
 src_libcaibridge_core_la_CPPFLAGS = $(AM_CPPFLAGS) -DCAIBRIDGE_BUILDING \
 	$(CUDA_CPPFLAGS)
 src_libcaibridge_core_la_CFLAGS = $(AM_CFLAGS) $(CAI_VISIBILITY_CFLAGS)

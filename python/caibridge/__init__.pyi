@@ -86,9 +86,11 @@ class _DLPackMethods:
             1.x gives a versioned capsule, None or 0.x a legacy one.
         :param dl_device: where the consumer wants the data: None or the
             data's own device; ``(kDLCPU, 0)`` for pinned or managed memory
-            (the host waits for the producer's stream).
-        :param copy: True copies host data (marked ``IS_COPIED``); False
-            never copies; None copies nothing.
+            (the host waits for the producer's stream), or for CUDA memory
+            (a host copy, the host waiting for that copy only).
+        :param copy: True copies (marked ``IS_COPIED``; CUDA memory on the
+            consumer's stream, without a host wait); False never copies;
+            None copies only for a device change.
         :returns: a capsule named ``"dltensor_versioned"`` or ``"dltensor"``
             that keeps the producer alive until its deleter runs.
         :raises BufferError: for a stream given with host data, a copy that

@@ -302,6 +302,10 @@ int check_dl_device(cai_state *st, PyObject *dl_device, DLDevice have)
         (have.device_type == kDLCUDAHost ||
          have.device_type == kDLCUDAManaged))
         return 1;
+    /* Device memory for a host consumer: a copy (the caller decides). */
+    if (want.device_type == kDLCPU && want.device_id == 0 &&
+        have.device_type == kDLCUDA)
+        return 2;
     PyErr_Format(PyExc_BufferError,
                  "dl_device = (%d, %d): the data lives on (%s, %d) and "
                  "caibridge does not move data between devices",

@@ -54,7 +54,8 @@ static const char dlpack_doc[] =
     "capsule\n"
     "when max_version asks for 1.x, else a legacy one (refused for read-only\n"
     "data); stream ordering on CUDA (None: legacy default, -1: none, 0\n"
-    "refused); copy=True makes a host copy.  Pinned and managed memory with\n"
+    "refused); copy=True makes a copy (of CUDA memory: on the consumer's\n"
+    "stream).  Pinned and managed memory with\n"
     "no stream, or asked for as dl_device=(1, 0), make the host wait for the\n"
     "producer's stream.  The capsule keeps the instance alive until the\n"
     "consumer's deleter runs.";
@@ -80,6 +81,7 @@ static inline PyObject *dlpack_call(cai_state *st, PyObject *obj,
     if (kwnames == NULL) { /* every keyword its default */
         req.stream = req.dl_device = NULL;
         req.versioned = req.copy = req.readonly_legacy_ok = 0;
+        req.never_copy = 0;
         req.sync = 1;
     } else if (dlpack_request(st, args, kwnames, &req) != 0) {
         return NULL;

@@ -34,6 +34,7 @@
 #endif
 
 #include "caibridge.h"
+#include "cuda-copy.h"
 #include "cuda-release.h"
 /* The core's private fast path: a tensor from an already checked layout. */
 #include "desc.h"
@@ -334,11 +335,17 @@ typedef struct {
     PyObject *dl_device; /* NULL or None: where the data is */
     int versioned;       /* max_version asked for 1.x */
     int copy;            /* copy=True */
+    int never_copy;      /* copy=False, not None */
     int sync;            /* 0: never order streams */
     int readonly_legacy_ok;
 } cai_request_t;
 
 int request_prepare(cai_state *st, cai_desc_t *d, const cai_request_t *req);
+PyObject *request_copy(cai_state *st, cai_desc_t *d, const cai_request_t *req);
+int host_copy_prepare(cai_state *st, const cai_desc_t *d, PyObject *stream,
+                      int never_copy);
+PyObject *host_copy_of_device(cai_state *st, const cai_desc_t *d,
+                              int versioned);
 
 /* A __dlpack__ call's keywords (stream, max_version, dl_device, copy) as a
  * request that orders streams and refuses read-only legacy exports. */
@@ -352,6 +359,7 @@ static inline int dlpack_request(cai_state *st, PyObject *const *kwvalues,
         (req->versioned = wants_versioned(values[1])) < 0 ||
         (req->copy = read_copy(values[3])) < 0)
         return -1;
+    req->never_copy = values[3] == Py_False;
     req->stream = values[0];
     req->dl_device = values[2];
     req->sync = 1;
@@ -483,6 +491,9 @@ void contiguous_desc(cai_desc_t *c, void *data, int ndim, const int64_t *shape,
                      DLDataType dtype, DLDevice device);
 void view_dealloc(PyObject *self);
 PyObject *copy_to_capsule(cai_state *st, const cai_desc_t *d, int versioned);
+PyObject *device_copy_to_capsule(cai_state *st, const cai_desc_t *d,
+                                 intptr_t consumer, int versioned);
+unsigned long device_copy_free_failures(void);
 extern const char as_dlpack_doc[];
 PyObject *as_dlpack(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                     PyObject *kwnames);

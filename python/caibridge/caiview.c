@@ -377,14 +377,18 @@ static PyObject *caiview_dlpack(PyObject *self, PyTypeObject *defining_class,
     cai_request_t req;
     cai_desc_t d;
     void *tensor;
+    int prepared = 0;
 
     if (check_positional("__dlpack__", nargs, 0) != 0 ||
         dlpack_request(st, args + nargs, kwnames, &req) != 0)
         return NULL;
-    if (caiview_desc(st, v, &d) != 0 || request_prepare(st, &d, &req) != 0)
+    if (caiview_desc(st, v, &d) != 0 ||
+        (prepared = request_prepare(st, &d, &req)) < 0)
         return NULL;
+    if (prepared == 2)
+        return host_copy_of_device(st, &d, req.versioned);
     if (req.copy)
-        return copy_to_capsule(st, &d, req.versioned);
+        return request_copy(st, &d, &req);
     if (caiview_reexport(st, v, &d, req.versioned, &tensor) != 0)
         return NULL;
     return tensor_capsule(tensor, req.versioned);
@@ -403,8 +407,8 @@ PyDoc_STRVAR(
     "(refused for read-only data).  For CUDA memory the consumer's stream\n"
     "waits on the view's CAI stream (None: legacy default, -1: no ordering, "
     "0\n"
-    "refused); for host memory stream must be None.  copy=True makes a host\n"
-    "copy marked IS_COPIED.");
+    "refused); for host memory stream must be None.  copy=True makes a copy\n"
+    "marked IS_COPIED (of CUDA memory: on the consumer's stream).");
 
 static PyGetSetDef caiview_getset[] = {
     {"__cuda_array_interface__", caiview_get_cai, NULL,

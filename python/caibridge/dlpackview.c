@@ -229,6 +229,67 @@ PyObject *copy_to_capsule(cai_state *st, const cai_desc_t *d, int versioned)
                            block, free);
 }
 
+/* A device copy's owner: freed with cudaFreeAsync on its stream.  A
+ * deleter cannot raise; a failed free is counted (device_copy_free_failures)
+ * and its memory, which the runtime refused to free, is lost. */
+static unsigned long copy_free_failures;
+
+static void device_copy_release(void *owner)
+{
+    cai_copy_t *copy = owner;
+
+    if (cai_cuda_copy_free(copy, NULL) != 0)
+        __atomic_add_fetch(&copy_free_failures, 1, __ATOMIC_RELAXED);
+    free(copy);
+}
+
+unsigned long device_copy_free_failures(void)
+{
+    return __atomic_load_n(&copy_free_failures, __ATOMIC_RELAXED);
+}
+
+/* copy=True of CUDA memory d describes, the consumer's stream already
+ * ordered after the producer: a C-contiguous copy in memory the tensor
+ * owns, made and filled on that stream without a host wait. */
+PyObject *device_copy_to_capsule(cai_state *st, const cai_desc_t *d,
+                                 intptr_t consumer, int versioned)
+{
+    cai_copy_t *copy = malloc(sizeof *copy);
+    cai_desc_t c;
+    cai_error_t err;
+
+    if (copy == NULL)
+        return PyErr_NoMemory();
+    if (cai_cuda_copy(d, consumer, 0, copy, &err) != 0) {
+        free(copy);
+        return raise_status(st, &err);
+    }
+    contiguous_desc(&c, copy->data, d->ndim, d->shape, d->dtype, d->device);
+    c.version = d->version;
+    return desc_to_capsule(st, &c, versioned,
+                           CAI_OPT_IS_COPIED | CAI_OPT_LEGACY_READONLY_OK,
+                           copy, device_copy_release);
+}
+
+/* A host consumer's copy of CUDA memory: malloc'd, filled on the
+ * producer's stream (the legacy one without), the host waiting for it. */
+PyObject *host_copy_of_device(cai_state *st, const cai_desc_t *d,
+                              int versioned)
+{
+    cai_copy_t copy;
+    cai_desc_t c;
+    cai_error_t err;
+    DLDevice host = {kDLCPU, 0};
+
+    if (cai_cuda_copy(d, CAI_STREAM_NO_SYNC, 1, &copy, &err) != 0)
+        return raise_status(st, &err);
+    contiguous_desc(&c, copy.data, d->ndim, d->shape, d->dtype, host);
+    c.version = d->version;
+    return desc_to_capsule(st, &c, versioned,
+                           CAI_OPT_IS_COPIED | CAI_OPT_LEGACY_READONLY_OK,
+                           copy.data, free);
+}
+
 /* ------------------------------------------------------------------ */
 /* as_dlpack                                                           */
 
@@ -409,6 +470,12 @@ view_export_slow(cai_state *st, DLPackViewObject *v, PyObject *stream,
                      v->device.device_type == kDLCUDAManaged);
 
     view_to_header(v, &d);
+    if (to_host == 2) {
+        if (host_copy_prepare(st, &d, stream, copy == -1) < 0)
+            return NULL;
+        view_to_desc(v, &d);
+        return host_copy_of_device(st, &d, versioned);
+    }
     if (to_host) {
         d.device.device_type = kDLCPU;
         d.device.device_id = 0;
@@ -416,7 +483,8 @@ view_export_slow(cai_state *st, DLPackViewObject *v, PyObject *stream,
     if ((given || v->has_stream) &&
         check_stream(st, &d, stream, &consumer) != 0)
         return NULL;
-    if (copy && d.device.device_type != kDLCPU) {
+    if (copy && d.device.device_type != kDLCPU &&
+        d.device.device_type != kDLCUDA) {
         PyErr_Format(PyExc_BufferError,
                      "copy=True: a copy of device memory (device type %d) is "
                      "not supported; only host arrays are copied",
@@ -428,6 +496,10 @@ view_export_slow(cai_state *st, DLPackViewObject *v, PyObject *stream,
     if (host_wait ? view_host_sync(st, v) != 0
                   : view_order(st, v, consumer, &at) != 0)
         return NULL;
+    if (copy && d.device.device_type == kDLCUDA) {
+        view_to_desc(v, &d);
+        return device_copy_to_capsule(st, &d, consumer, versioned);
+    }
     if (copy) {
         view_to_desc(v, &d);
         d.device.device_type = kDLCPU;
@@ -496,6 +568,9 @@ static PyObject *view_dlpack(PyObject *self, PyObject *const *args,
         return NULL;
     if ((copy = read_copy(values[3])) < 0)
         return NULL;
+    /* copy=False (-1 here) matters only for a device change. */
+    if (to_host == 2 && values[3] == Py_False)
+        copy = -1;
     return view_export(st, v, values[0], versioned, copy, to_host);
 }
 
@@ -547,8 +622,10 @@ PyDoc_STRVAR(
     "the view was made.  For host memory stream must be None.  Pinned and\n"
     "managed memory with no stream, or asked for as dl_device=(1, 0), make "
     "the\n"
-    "host wait instead.  copy=True makes a C-contiguous host copy marked\n"
-    "IS_COPIED; copy=False never copies.");
+    "host wait instead.  copy=True makes a C-contiguous copy marked\n"
+    "IS_COPIED (of CUDA memory: queued on the consumer's stream, freed with\n"
+    "cudaFreeAsync at release); dl_device=(1, 0) of CUDA memory is a host\n"
+    "copy the host waits for; copy=False never copies.");
 
 PyDoc_STRVAR(view_dlpack_device_doc,
              "__dlpack_device__($self, /)\n--\n\n"

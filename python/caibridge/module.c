@@ -29,10 +29,12 @@ PyDoc_STRVAR(
     "directly:\n"
     "'dltensor_versioned' when max_version asks for 1.x, else 'dltensor'.\n"
     "dl_device and copy are __dlpack__'s: dl_device must be where the data "
-    "is\n"
-    "(caibridge does not move data), copy=True makes a C-contiguous host "
-    "copy\n"
-    "marked IS_COPIED that holds nothing of obj.  Pinned and managed memory\n"
+    "is,\n"
+    "or (1, 0) for CUDA memory, which is then copied to the host (the host\n"
+    "waits for that copy only; copy=False refuses).  copy=True makes a\n"
+    "C-contiguous copy marked IS_COPIED that holds nothing of obj: of CUDA\n"
+    "memory, on the consumer's stream without a host wait.  Pinned and "
+    "managed memory\n"
     "with no stream, or asked for as dl_device=(1, 0), make the host wait "
     "for\n"
     "the producer's stream first (a consumer on the CPU).");
@@ -80,6 +82,29 @@ static PyObject *tensor_owner(PyObject *obj, PyObject *keep)
     return owner;
 }
 
+/* CUDA memory asked for on the host (dl_device=(kDLCPU, 0)): a copy the
+ * host waits for, unless copy=False; a host consumer passes no stream.
+ * 2: the caller makes the copy (host_copy_of_device). */
+int host_copy_prepare(cai_state *st, const cai_desc_t *d, PyObject *stream,
+                      int never_copy)
+{
+    if (never_copy) {
+        PyErr_Format(PyExc_BufferError,
+                     "dl_device = (1, 0) with copy=False: the data lives on "
+                     "(kDLCUDA, %d), and moving it to (kDLCPU, 0) needs a "
+                     "copy",
+                     (int)d->device.device_id);
+        return -1;
+    }
+    if (stream != NULL && stream != Py_None) {
+        PyErr_SetString(PyExc_BufferError,
+                        "stream must be None for dl_device = (1, 0): a host "
+                        "consumer has no stream");
+        return -1;
+    }
+    return 2;
+}
+
 /*
  * The checks and stream ordering of one __dlpack__ request on the data d
  * describes (its device known), in __dlpack__'s order: dl_device, the
@@ -98,6 +123,8 @@ int request_prepare(cai_state *st, cai_desc_t *d, const cai_request_t *req)
 
     if (to_host < 0)
         return -1;
+    if (to_host == 2)
+        return host_copy_prepare(st, d, req->stream, req->never_copy);
     /* A consumer on the CPU, as at DLPackView.__dlpack__: asked for as
      * kDLCPU, the data is described so, and a stream is refused. */
     if (to_host) {
@@ -106,7 +133,8 @@ int request_prepare(cai_state *st, cai_desc_t *d, const cai_request_t *req)
     }
     if (streams && check_stream(st, d, req->stream, &consumer) != 0)
         return -1;
-    if (req->copy && d->device.device_type != kDLCPU) {
+    if (req->copy && d->device.device_type != kDLCPU &&
+        d->device.device_type != kDLCUDA) {
         PyErr_Format(PyExc_BufferError,
                      "copy=True: a copy of device memory (device type %d) is "
                      "not supported; only host arrays are copied",
@@ -146,6 +174,21 @@ int request_prepare(cai_state *st, cai_desc_t *d, const cai_request_t *req)
     return 0;
 }
 
+/* The copy a request with copy=True asks for, after request_prepare: of
+ * CUDA memory on the consumer's stream (checked again to read it), else
+ * on the host. */
+PyObject *request_copy(cai_state *st, cai_desc_t *d, const cai_request_t *req)
+{
+    intptr_t consumer = CAI_STREAM_NO_SYNC;
+
+    if (d->device.device_type != kDLCUDA)
+        return copy_to_capsule(st, d, req->versioned);
+    if ((req->stream != NULL || d->has_stream) &&
+        check_stream(st, d, req->stream, &consumer) != 0)
+        return NULL;
+    return device_copy_to_capsule(st, d, consumer, req->versioned);
+}
+
 /*
  * One __dlpack__ request on obj read afresh: to_dlpack's path, and the
  * __dlpack__ that add_dlpack gives a class (obj is then the instance).
@@ -158,6 +201,7 @@ PyObject *object_export(cai_state *st, PyObject *obj, PyObject *device,
     cai_desc_t d;
     int64_t elem[CAI_MAX_NDIM];
     void *tensor;
+    int prepared = 0;
 
     /* A copy reads the data here: checked first. */
     d.device.device_type = (DLDeviceType)0;
@@ -172,14 +216,18 @@ PyObject *object_export(cai_state *st, PyObject *obj, PyObject *device,
             readonly_legacy_error();
             return NULL;
         }
-    } else if (request_prepare(st, &d, req) != 0) {
+    } else if ((prepared = request_prepare(st, &d, req)) < 0) {
         Py_XDECREF(keep);
         return NULL;
+    }
+    if (prepared == 2) {
+        Py_XDECREF(keep);
+        return host_copy_of_device(st, &d, req->versioned);
     }
     if (req->copy) {
         /* The copy owns its memory: obj and its export go at once. */
         Py_XDECREF(keep);
-        return copy_to_capsule(st, &d, req->versioned);
+        return request_copy(st, &d, req);
     }
     if ((owner = tensor_owner(obj, keep)) == NULL)
         return NULL;
@@ -226,6 +274,7 @@ static PyObject *to_dlpack(PyObject *module, PyObject *const *args,
     if (kwnames == NULL) { /* every keyword its default */
         req.stream = req.dl_device = NULL;
         req.versioned = req.copy = req.readonly_legacy_ok = 0;
+        req.never_copy = 0;
         req.sync = 1;
         return object_export(st, args[0], NULL, &req);
     }
@@ -238,6 +287,7 @@ static PyObject *to_dlpack(PyObject *module, PyObject *const *args,
              read_flag(values[4], "allow_readonly_legacy", 0)) < 0 ||
         (req.copy = read_copy(values[6])) < 0)
         return NULL;
+    req.never_copy = values[6] == Py_False;
     req.stream = values[2];
     req.dl_device = values[5];
     return object_export(st, args[0], values[1], &req);

@@ -1382,6 +1382,7 @@ static const struct cudart_double controls = {
     host_read,
     instantiate,
     replay,
+    live_async_allocations,
 };
 
 const struct cudart_double *cudart_double_controls(void)

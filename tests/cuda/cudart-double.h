@@ -199,6 +199,11 @@ struct cudart_double {
      * (and replay returns cudaErrorInvalidResourceHandle). */
     long (*instantiate)(long handle);
     int (*replay)(long graph, long stream);
+
+    /* ---- Stream-ordered allocations and copies (double-copy.c) ---- */
+    /* cudaMallocAsync allocations not yet freed by a cudaFreeAsync that
+     * its stream has reached. */
+    int (*live_async_allocations)(void);
 };
 
 #endif

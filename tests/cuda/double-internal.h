@@ -135,6 +135,9 @@ int graph_wait(struct stream *s, const struct event *e);
 int graph_launch(struct stream *s, const struct work *work);
 void graph_reset(void);
 
+/* double-copy.c */
+int live_async_allocations(void);
+
 /* The new controls (timeline.c, double-graph.c). */
 void timeline_on(void);
 int gate_new(void);

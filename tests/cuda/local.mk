@@ -34,7 +34,8 @@ if HAVE_CUDA
 check_LTLIBRARIES += tests/cuda/libcudart-double.la
 tests_cuda_libcudart_double_la_SOURCES = tests/cuda/cudart-double.c \
 	tests/cuda/cudart-double.h tests/cuda/double-internal.h \
-	tests/cuda/timeline.c tests/cuda/double-graph.c
+	tests/cuda/timeline.c tests/cuda/double-graph.c \
+	tests/cuda/double-copy.c
 tests_cuda_libcudart_double_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_cuda_libcudart_double_la_LDFLAGS = -module -avoid-version -shared \
 	-rpath /nowhere
@@ -117,6 +118,7 @@ CAI_CUDA_PYTHON_TESTS = tests/cuda/test_stream_order.py \
 	tests/cuda/test_cuda_bridge.py tests/cuda/test_exchange_streams.py \
 	tests/cuda/test_streams.py tests/cuda/test_runtime_search.py \
 	tests/cuda/test_race.py tests/cuda/test_race_no_pool.py \
+	tests/cuda/test_copy.py \
 	tests/cuda/test_reset.py tests/cuda/test_gil.py \
 	tests/cuda/test_release.py tests/cuda/test_release_cost.py \
 	tests/cuda/test_batch.py \
@@ -135,7 +137,8 @@ endif
 # JAX on a machine with a GPU; one TAP skip line with the reason without.
 # It imports the package staged by python/local.mk (python/stage).
 EXTRA_DIST += tests/gpu/check-gpu.py tests/gpu/gpu_cases.py \
-	tests/gpu/release_cases.py tests/gpu/README
+	tests/gpu/release_cases.py tests/gpu/gpu_copy_cases.py \
+	tests/gpu/README
 if HAVE_PYTHON
 check-gpu: python/stage/caibridge/.stamp
 	PYTHONDONTWRITEBYTECODE=1 \

@@ -54,12 +54,15 @@ def test_patched_dlpack_refuses_stream_zero_and_host(cuda):
     producer = PatchedDevice(stream=PRODUCER)
     with pytest.raises(ValueError, match="stream = 0"):
         producer.__dlpack__(stream=0)
-    with pytest.raises(BufferError, match="dl_device"):
-        producer.__dlpack__(dl_device=(KDLCPU, 0))
-    with pytest.raises(BufferError, match="copy"):
-        producer.__dlpack__(copy=True)
+    # Device memory for the host is a copy: refused when copy=False.
+    with pytest.raises(BufferError, match=r"copy=False.*kDLCUDA.*kDLCPU"):
+        producer.__dlpack__(dl_device=(KDLCPU, 0), copy=False)
     assert not any("cudaEventRecord" in line for line in cuda.log()), \
         "nothing was ordered for a refused request"
+    # A copy whose allocation fails (the pointer here is not memory).
+    cuda.fail("cudaMallocAsync", 2)
+    with pytest.raises(BufferError, match="cudaMallocAsync failed"):
+        producer.__dlpack__(copy=True)
 
 
 def test_patched_no_sync(cuda):
@@ -119,7 +122,8 @@ def test_caiview_dlpack_orders_its_stream(cuda):
     assert cuda.log() == []
     with pytest.raises(ValueError, match="stream = 0"):
         view.__dlpack__(stream=0)
-    with pytest.raises(BufferError, match="copy"):
+    cuda.fail("cudaMallocAsync", 2)  # the pointer here is not memory
+    with pytest.raises(BufferError, match="cudaMallocAsync failed"):
         view.__dlpack__(copy=True)
 
 

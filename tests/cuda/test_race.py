@@ -228,10 +228,11 @@ def test_cpu_device_takes_device_zero_only(tl, producer):
 
 @pytest.mark.parametrize("producer", HOST_PATHS, ids=lambda f: f.__name__)
 def test_device_memory_is_not_given_to_the_cpu(tl, producer):
+    """Only as a copy (test_copy.py): copy=False is refused."""
     src = tl.buffer(DEVICE)
     x = producer(src, tl.stream(), True)
-    with pytest.raises(BufferError, match="does not move data"):
-        x.__dlpack__(max_version=(1, 3), dl_device=(KDLCPU, 0))
+    with pytest.raises(BufferError, match="copy=False"):
+        x.__dlpack__(max_version=(1, 3), dl_device=(KDLCPU, 0), copy=False)
 
 
 @pytest.mark.parametrize("producer", HOST_PATHS, ids=lambda f: f.__name__)

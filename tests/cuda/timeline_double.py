@@ -48,6 +48,7 @@ class TimelineControls(Controls):
         ("host_read", _F(None, _vp, _size)),
         ("instantiate", _F(_long, _long)),
         ("replay", _F(_int, _long, _long)),
+        ("live_async_allocations", _F(_int)),
     ]
 
 

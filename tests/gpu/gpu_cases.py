@@ -1396,3 +1396,7 @@ _register_doc_examples()
 
 # What a hand-over costs the GPU: tests/gpu/release_cases.py.
 import release_cases  # noqa: E402,F401 - registers its cases
+
+# The copy cases (issue 35) live in their own file; importing it registers
+# them here.
+import gpu_copy_cases  # noqa: E402,F401

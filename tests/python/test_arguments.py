@@ -149,7 +149,11 @@ def test_dl_device_rules():
         view.__dlpack__(dl_device=(2, 0))
     cuda = caibridge.as_dlpack(CAIProducer(GOOD), device=(2, 1))
     assert cuda.__dlpack__(dl_device=(2, 1)) is not None
-    with pytest.raises(BufferError, match="dl_device"):
+    # CUDA memory for a host consumer is a copy: refused with copy=False
+    # (naming both devices), else made (here, without a driver, it says so).
+    with pytest.raises(BufferError, match=r"copy=False.*kDLCUDA.*kDLCPU"):
+        cuda.__dlpack__(dl_device=(1, 0), copy=False)
+    with pytest.raises(BufferError, match="no usable CUDA driver"):
         cuda.__dlpack__(dl_device=(1, 0))
     with pytest.raises(BufferError, match="dl_device"):
         cuda.__dlpack__(dl_device=(2, 0))
@@ -227,10 +231,14 @@ def test_copy_false_never_copies():
     assert capsule_flags(view.__dlpack__(copy=False, max_version=(1, 0))) == 0
 
 
-def test_copy_of_device_memory_refused():
+def test_copy_of_device_memory_without_a_driver():
+    """A device copy needs CUDA: without a driver it says so, cleanly."""
     cuda = caibridge.as_dlpack(CAIProducer(GOOD), device=(2, 0))
-    with pytest.raises(BufferError, match="copy of device memory"):
+    with pytest.raises(BufferError, match="copy: .*no usable CUDA driver"):
         cuda.__dlpack__(copy=True)
+    with pytest.raises(BufferError, match="copy of device memory"):
+        caibridge.as_dlpack(CAIProducer(GOOD), device=(3, 0)).__dlpack__(
+            copy=True, dl_device=(3, 0))
 
 
 # ---- Stream ordering of CUDA data (no GPU: ordering needs the driver) ---

@@ -1,0 +1,231 @@
+/*
+ * Copies of CUDA memory (__dlpack__(copy=True)): fresh memory from the
+ * consumer's stream's pool (cudaMallocAsync), filled by copies queued on
+ * that stream, so the host never waits; or, for a host consumer, malloc'd
+ * memory the host waits for.  The result is C-contiguous.  The caller has
+ * already made the stream wait on the producer's fence.
+ */
+#include "config.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda-copy.h"
+#include "cuda-internal.h"
+
+/* The C-contiguous size of d's data in bytes; -1 on overflow. */
+int cai_copy_nbytes(const cai_desc_t *d, size_t *out)
+{
+    int64_t n = cai_dtype_itemsize(d->dtype);
+    int i;
+
+    for (i = 0; i < d->ndim; i++)
+        if (d->shape[i] < 0 || __builtin_mul_overflow(n, d->shape[i], &n))
+            return -1;
+    if ((uint64_t)n > SIZE_MAX)
+        return -1;
+    *out = (size_t)n;
+    return 0;
+}
+
+#ifdef HAVE_CUDA
+
+/*
+ * How d's data is cut into valid memcpys: the longest suffix of axes that
+ * is contiguous in the source is one row of width bytes; the axis before
+ * it (row) is the height of a 2-D copy when its stride is a valid pitch
+ * (positive and at least width), else it is one more outer axis and every
+ * row is its own 1-D copy (zero strides: broadcast; negative: reversed).
+ */
+struct plan {
+    size_t width;
+    int row;   /* -1: no 2-D axis */
+    int outer; /* axes [0, outer) are looped over */
+};
+
+static void make_plan(const cai_desc_t *d, struct plan *p)
+{
+    int64_t expected = cai_dtype_itemsize(d->dtype);
+    int k = d->ndim;
+
+    /* expected stays within the checked extent: it never overflows. */
+    while (k > 0 && (!d->has_strides || d->shape[k - 1] == 1 ||
+                     d->strides[k - 1] == expected)) {
+        expected *= d->shape[k - 1];
+        k--;
+    }
+    p->width = (size_t)expected;
+    p->row = -1;
+    p->outer = k;
+    if (k > 0 && d->strides[k - 1] > 0 &&
+        (uint64_t)d->strides[k - 1] >= (uint64_t)expected) {
+        p->row = k - 1;
+        p->outer = k - 1;
+    }
+}
+
+static int copy_kind(int to_host)
+{
+    return to_host ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice;
+}
+
+/* Queues the pieces on stream; the first failure stops (in op). */
+static void queue_pieces(struct op *op, const cai_desc_t *d,
+                         const struct plan *p, char *dst, cudaStream_t stream,
+                         int to_host)
+{
+    int64_t index[CAI_MAX_NDIM] = {0};
+    int64_t offset = 0;
+    size_t height = p->row >= 0 ? (size_t)d->shape[p->row] : 1;
+    size_t piece = p->width * height;
+    int i;
+
+    for (i = 0; i < p->outer; i++)
+        if (d->shape[i] == 0)
+            return;
+    if (p->row >= 0 && height == 0)
+        return;
+    for (;;) {
+        const char *src = (const char *)d->data + offset;
+
+        if (p->row >= 0
+                ? cai_op_failed(op, "cudaMemcpy2DAsync",
+                                cai_rt.memcpy_2d_async(
+                                    dst, p->width, src,
+                                    (size_t)d->strides[p->row], p->width,
+                                    height, copy_kind(to_host), stream))
+                : cai_op_failed(op, "cudaMemcpyAsync",
+                                cai_rt.memcpy_async(dst, src, p->width,
+                                                    copy_kind(to_host),
+                                                    stream)))
+            return;
+        dst += piece;
+        /* The next outer index; offsets stay inside the checked extent. */
+        for (i = p->outer - 1; i >= 0; i--) {
+            if (++index[i] < d->shape[i]) {
+                offset += d->strides[i];
+                break;
+            }
+            offset -= d->strides[i] * (d->shape[i] - 1);
+            index[i] = 0;
+        }
+        if (i < 0)
+            return;
+    }
+}
+
+/* Enters stream's context; the per-thread stream of a thread with no
+ * context holds no work, so the legacy stream is used instead. */
+static int enter_copy_context(struct op *op, intptr_t *stream, DLDevice device)
+{
+    int none = 0;
+
+    if (cai_enter_stream_context(op, *stream, device, NULL, 1, &none) != 0)
+        return -1;
+    if (!none)
+        return 0;
+    *stream = CAI_STREAM_LEGACY;
+    return cai_enter_stream_context(op, *stream, device, NULL, 1, &none);
+}
+
+/* The stream a copy is queued on: the consumer's, or without one (no
+ * sync) the producer's, or the legacy default stream. */
+static intptr_t copy_stream(const cai_desc_t *d, intptr_t consumer)
+{
+    if (consumer > 0)
+        return consumer;
+    return d->has_stream && d->stream > 0 ? d->stream : CAI_STREAM_LEGACY;
+}
+
+int cai_cuda_copy(const cai_desc_t *d, intptr_t consumer, int to_host,
+                  cai_copy_t *out, cai_error_t *err)
+{
+    struct op op;
+    struct plan plan;
+    size_t nbytes;
+    intptr_t stream = copy_stream(d, consumer);
+    int status;
+    void *block = NULL;
+
+    memset(out, 0, sizeof *out);
+    if (cai_copy_nbytes(d, &nbytes) != 0)
+        return cai_fail(err, CAI_ENOMEM, "shape",
+                        "a copy of this shape would not fit in memory");
+    if ((status = cai_op_begin(&op, "copy", err)) != 0)
+        return status;
+    if (!to_host && (cai_rt.malloc_async == NULL || cai_rt.free_async == NULL))
+        return cai_fail(err, CAI_EUNSUPPORTED, "copy",
+                        "a device copy needs cudaMallocAsync and "
+                        "cudaFreeAsync (CUDA 11.2 or newer); this runtime "
+                        "lacks them");
+    if (cai_rt.memcpy_async == NULL || cai_rt.memcpy_2d_async == NULL)
+        return cai_fail(err, CAI_EUNSUPPORTED, "copy",
+                        "this CUDA runtime lacks cudaMemcpyAsync or "
+                        "cudaMemcpy2DAsync");
+    make_plan(d, &plan);
+    if (to_host) {
+        block = malloc(nbytes > 0 ? nbytes : 1);
+        if (block == NULL)
+            return cai_fail(err, CAI_ENOMEM, "copy",
+                            "no host memory for a copy of %zu bytes", nbytes);
+    }
+    if (cai_ctx_save(&op) == 0 &&
+        enter_copy_context(&op, &stream, d->device) == 0 &&
+        (to_host ||
+         !cai_op_failed(&op, "cudaMallocAsync",
+                        cai_rt.malloc_async(&block, nbytes > 0 ? nbytes : 1,
+                                            cai_stream_handle(stream))))) {
+        queue_pieces(&op, d, &plan, block, cai_stream_handle(stream), to_host);
+        /* A failed queue frees at once: nothing else names the block. */
+        if (op.call != NULL && !to_host)
+            cai_rt.free_async(block, cai_stream_handle(stream));
+        /* The host consumer waits for its copy only. */
+        if (op.call == NULL && to_host)
+            cai_op_failed(
+                &op, "cudaStreamSynchronize",
+                cai_rt.stream_synchronize(cai_stream_handle(stream)));
+    } else if (!to_host) {
+        block = NULL;
+    }
+    cai_ctx_restore(&op);
+    status = cai_op_end(&op, err);
+    if (status != 0) {
+        if (to_host)
+            free(block);
+        return status;
+    }
+    out->data = block;
+    out->stream = stream;
+    out->device = d->device;
+    out->on_host = to_host;
+    return 0;
+}
+
+int cai_cuda_copy_free(const cai_copy_t *copy, cai_error_t *err)
+{
+    struct op op;
+    intptr_t stream = copy->stream;
+    int status;
+
+    if (copy->on_host) {
+        free(copy->data);
+        return cai_ok(err);
+    }
+    /* Stream 2 names the calling thread's stream, and a deleter may run on
+     * any thread: the legacy stream waits for every blocking stream, the
+     * per-thread ones included. */
+    if (stream == CAI_STREAM_PER_THREAD)
+        stream = CAI_STREAM_LEGACY;
+    if ((status = cai_op_begin(&op, "copy", err)) != 0)
+        return status;
+    if (cai_ctx_save(&op) == 0 &&
+        enter_copy_context(&op, &stream, copy->device) == 0)
+        cai_op_failed(
+            &op, "cudaFreeAsync",
+            cai_rt.free_async(copy->data, cai_stream_handle(stream)));
+    cai_ctx_restore(&op);
+    return cai_op_end(&op, err);
+}
+
+#endif /* HAVE_CUDA */
