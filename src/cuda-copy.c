@@ -70,8 +70,9 @@ static int copy_kind(int to_host)
     return to_host ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice;
 }
 
-/* Queues the pieces on stream; the first failure stops (in op). */
-static void queue_pieces(struct op *op, const cai_desc_t *d,
+/* Queues the pieces on stream; the first failure stops (in op).  Returns
+ * whether any piece was queued. */
+static int queue_pieces(struct op *op, const cai_desc_t *d,
                          const struct plan *p, char *dst, cudaStream_t stream,
                          int to_host)
 {
@@ -79,13 +80,14 @@ static void queue_pieces(struct op *op, const cai_desc_t *d,
     int64_t offset = 0;
     size_t height = p->row >= 0 ? (size_t)d->shape[p->row] : 1;
     size_t piece = p->width * height;
+    const char *start = dst;
     int i;
 
-    for (i = 0; i < p->outer; i++)
+    /* Nothing to copy: an empty array's data may be NULL, and NULL plus
+     * any offset is undefined. */
+    for (i = 0; i < d->ndim; i++)
         if (d->shape[i] == 0)
-            return;
-    if (p->row >= 0 && height == 0)
-        return;
+            return 0;
     for (;;) {
         const char *src = (const char *)d->data + offset;
 
@@ -99,7 +101,7 @@ static void queue_pieces(struct op *op, const cai_desc_t *d,
                                 cai_rt.memcpy_async(dst, src, p->width,
                                                     copy_kind(to_host),
                                                     stream)))
-            return;
+            return dst != start;
         dst += piece;
         /* The next outer index; offsets stay inside the checked extent. */
         for (i = p->outer - 1; i >= 0; i--) {
@@ -111,7 +113,7 @@ static void queue_pieces(struct op *op, const cai_desc_t *d,
             index[i] = 0;
         }
         if (i < 0)
-            return;
+            return 1;
     }
 }
 
@@ -176,15 +178,25 @@ int cai_cuda_copy(const cai_desc_t *d, intptr_t consumer, int to_host,
          !cai_op_failed(&op, "cudaMallocAsync",
                         cai_rt.malloc_async(&block, nbytes > 0 ? nbytes : 1,
                                             cai_stream_handle(stream))))) {
-        queue_pieces(&op, d, &plan, block, cai_stream_handle(stream), to_host);
-        /* A failed queue frees at once: nothing else names the block. */
+        int queued = queue_pieces(&op, d, &plan, block,
+                                  cai_stream_handle(stream), to_host);
+
+        /* A failed queue frees at once, in stream order: nothing else
+         * names the block. */
         if (op.call != NULL && !to_host)
             cai_rt.free_async(block, cai_stream_handle(stream));
-        /* The host consumer waits for its copy only. */
-        if (op.call == NULL && to_host)
-            cai_op_failed(
-                &op, "cudaStreamSynchronize",
-                cai_rt.stream_synchronize(cai_stream_handle(stream)));
+        /* The host consumer waits for its copy only.  A host block that
+         * queued pieces may still write is freed only after they ran; when
+         * even that wait fails it is left allocated, not freed under them. */
+        if (to_host && (op.call == NULL || queued)) {
+            cudaError_t rc =
+                cai_rt.stream_synchronize(cai_stream_handle(stream));
+
+            if (rc != cudaSuccess && queued)
+                block = NULL;
+            if (op.call == NULL)
+                cai_op_failed(&op, "cudaStreamSynchronize", rc);
+        }
     } else if (!to_host) {
         block = NULL;
     }

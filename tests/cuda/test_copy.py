@@ -262,3 +262,80 @@ def test_per_thread_copy_is_freed_on_the_legacy_stream(tl):
     log = tl.c.log().decode()
     assert "cudaFreeAsync(cudaStreamLegacy)" in log, log
     assert live(tl) == 0
+
+
+def test_free_on_the_legacy_stream_waits_for_the_per_thread_copy(tl):
+    """The copy on stream 2 is held behind the producer; its free on the
+    legacy stream must not run before it (CUDA orders the two; the
+    double keeps that order, so freeing early would be seen)."""
+    src = tl.buffer()
+    a = tl.stream()
+    gate = tl.gate()
+    tl.fill(a, src, NEW, gate)
+    capsule = caibridge.to_dlpack(CAIArray(src, a), stream=2, copy=True)
+    del capsule
+    gc.collect()
+    assert live(tl) == 1, "the free ran before the copy it frees"
+    tl.open(gate)
+    tl.drain()
+    assert live(tl) == 0
+
+
+@pytest.mark.parametrize("to_host", [False, True], ids=["device", "host"])
+@pytest.mark.parametrize("shape", [(3, 0), (0,), (0, 4)])
+def test_empty_array_with_no_data_is_copied(tl, to_host, shape):
+    """An empty array's pointer may be 0: nothing is copied from it, and
+    no arithmetic is done on it."""
+    class Empty:
+        __cuda_array_interface__ = {
+            "data": (0, False), "shape": shape, "typestr": "<f4",
+            "version": 3, "stream": None}
+
+    kw = {"dl_device": (1, 0)} if to_host else {"stream": 1}
+    capsule = caibridge.as_dlpack(Empty()).__dlpack__(
+        copy=True, max_version=(1, 3), **kw)
+    if to_host:
+        got = np.from_dlpack(Host(capsule))
+        assert got.shape == shape and got.dtype == np.float32
+    else:
+        view = caibridge.from_dlpack(capsule)
+        assert view.__cuda_array_interface__["shape"] == shape
+        del view
+    assert "cudaMemcpy" not in tl.c.log().decode()
+    del capsule
+    gc.collect()
+    tl.drain()
+    assert live(tl) == 0
+
+
+def reversed_columns(src):
+    """8 rows read backwards by column: one 1-D copy per element."""
+    class Strided:
+        __cuda_array_interface__ = {
+            "data": (src.ctypes.data + 7, False), "shape": (8, 8),
+            "typestr": "|u1", "strides": (8, -1), "version": 3,
+            "stream": None}
+    return Strided()
+
+
+def test_host_copy_failing_midway_waits_before_freeing(tl):
+    """Pieces already queued still write into the host block: a failure
+    after them waits for the stream before the block is freed."""
+    src = tl.buffer()
+    tl.c.fail_after(b"cudaMemcpyAsync", 2, 3)
+    with pytest.raises(BufferError, match="cudaMemcpyAsync"):
+        caibridge.as_dlpack(reversed_columns(src)).__dlpack__(
+            dl_device=(1, 0), copy=True)
+    log = tl.c.log().decode()
+    failed = log.index("cudaMemcpyAsync")
+    assert "cudaStreamSynchronize" in log[failed:], log
+
+
+def test_host_copy_whose_wait_fails_is_not_freed_under_its_pieces(tl):
+    src = tl.buffer()
+    tl.c.fail_after(b"cudaMemcpyAsync", 2, 3)
+    tl.c.fail(b"cudaStreamSynchronize", 1)
+    with pytest.raises(BufferError, match="cudaMemcpyAsync"):
+        caibridge.as_dlpack(reversed_columns(src)).__dlpack__(
+            dl_device=(1, 0), copy=True)
+    tl.drain()   # the queued pieces run into memory still allocated

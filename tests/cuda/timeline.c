@@ -276,11 +276,50 @@ static int queue_of(cudaStream_t stream)
     return free_slot;
 }
 
+static void append(struct queue *q, struct op *op)
+{
+    op->next = NULL;
+    if (q->tail != NULL)
+        q->tail->next = op;
+    else
+        q->head = op;
+    q->tail = op;
+    q->queued++;
+}
+
+/* CUDA's one implicit order the double keeps: the legacy stream and the
+ * per-thread streams of a context wait for each other's earlier work.
+ * Streams made by the test are taken as non-blocking (torch's are), so
+ * nothing orders them but what the code asks for. */
+static void implicit_waits(struct queue *q)
+{
+    int i;
+
+    if (q->handle != 1 && q->handle != 2)
+        return;
+    for (i = 0; i < MAX_QUEUES; i++) {
+        struct queue *other = &queues[i];
+        struct op *op;
+
+        if (!other->used || other == q || other->ctx != q->ctx ||
+            other->done >= other->queued ||
+            !(other->handle == 1 || (q->handle == 1 && other->handle == 2)))
+            continue;
+        if ((op = calloc(1, sizeof *op)) == NULL)
+            abort();
+        op->kind = OP_WAIT;
+        op->wait_queue = i;
+        op->wait_position = other->queued;
+        append(q, op);
+    }
+}
+
 /* Appends op to stream's queue; its position there. */
 static long enqueue(cudaStream_t stream, struct op *op)
 {
     struct queue *q = &queues[queue_of(stream)];
 
+    implicit_waits(q);
     if ((host_functions_held > 0 &&
          q->host_functions >= host_functions_held) ||
         (items_held > 0 && q->queued - q->done >= items_held)) {
@@ -291,14 +330,9 @@ static long enqueue(cudaStream_t stream, struct op *op)
     }
     if (op->kind == OP_KERNEL && op->work.fn != NULL)
         q->host_functions++;
-    op->next = NULL;
-    if (q->tail != NULL)
-        q->tail->next = op;
-    else
-        q->head = op;
-    q->tail = op;
+    append(q, op);
     pthread_cond_broadcast(&changed);
-    return ++q->queued;
+    return q->queued;
 }
 
 static struct op *new_op(int kind)
