@@ -13,17 +13,22 @@
 
 #include "cuda-copy.h"
 #include "cuda-internal.h"
+#include "desc.h"
 
-/* The C-contiguous size of d's data in bytes; -1 on overflow. */
+/* The C-contiguous size of d's data in bytes (sub-byte elements packed);
+ * -1 on overflow. */
 int cai_copy_nbytes(const cai_desc_t *d, size_t *out)
 {
-    int64_t n = cai_dtype_itemsize(d->dtype);
+    int64_t count = 1, n;
     int i;
 
     for (i = 0; i < d->ndim; i++)
-        if (d->shape[i] < 0 || __builtin_mul_overflow(n, d->shape[i], &n))
+        if (d->shape[i] < 0 ||
+            __builtin_mul_overflow(count, d->shape[i], &count))
             return -1;
-    if ((uint64_t)n > SIZE_MAX)
+    if (cai_packed_nbytes(count, (uint32_t)d->dtype.bits * d->dtype.lanes,
+                          &n) != 0 ||
+        (uint64_t)n > SIZE_MAX)
         return -1;
     *out = (size_t)n;
     return 0;
@@ -44,13 +49,21 @@ struct plan {
     int outer; /* axes [0, outer) are looped over */
 };
 
-static void make_plan(const cai_desc_t *d, struct plan *p)
+static void make_plan(const cai_desc_t *d, size_t nbytes, struct plan *p)
 {
     int64_t expected = cai_dtype_itemsize(d->dtype);
     int k = d->ndim;
 
+    /* Contiguous (packed sub-byte elements always are): one piece. */
+    if (!d->has_strides) {
+        p->width = nbytes;
+        p->row = -1;
+        p->outer = 0;
+        return;
+    }
+
     /* expected stays within the checked extent: it never overflows. */
-    while (k > 0 && (!d->has_strides || d->shape[k - 1] == 1 ||
+    while (k > 0 && (d->shape[k - 1] == 1 ||
                      d->strides[k - 1] == expected)) {
         expected *= d->shape[k - 1];
         k--;
@@ -165,7 +178,7 @@ int cai_cuda_copy(const cai_desc_t *d, intptr_t consumer, int to_host,
         return cai_fail(err, CAI_EUNSUPPORTED, "copy",
                         "this CUDA runtime lacks cudaMemcpyAsync or "
                         "cudaMemcpy2DAsync");
-    make_plan(d, &plan);
+    make_plan(d, nbytes, &plan);
     if (to_host) {
         block = malloc(nbytes > 0 ? nbytes : 1);
         if (block == NULL)

@@ -26,8 +26,14 @@ static int header_error(const cai_desc_t *d, cai_error_t *err)
             err, CAI_EINVAL, "stream",
             "stream = 0 is disallowed by CAI v3 (ambiguous between "
             "None and the legacy default stream); use 1 or 2");
-    return cai_fail(err, CAI_EUNSUPPORTED, "typestr",
-                    "type %s is not a whole number of bytes",
+    if ((uint32_t)d->dtype.bits * d->dtype.lanes == 0)
+        return cai_fail(err, CAI_EUNSUPPORTED, "typestr",
+                        "type %s is not a whole number of bytes",
+                        cai_dtype_name(d->dtype, name));
+    return cai_fail(err, CAI_EUNSUPPORTED, "strides",
+                    "type %s packs elements smaller than a byte, which have "
+                    "no byte strides: only a C-contiguous layout (no "
+                    "strides) can hold them",
                     cai_dtype_name(d->dtype, name));
 }
 
@@ -54,8 +60,10 @@ int cai_desc_check(const cai_desc_t *d, int64_t *elem_strides,
     if (CAI_UNLIKELY((unsigned)d->version > 3 ||
                      (unsigned)d->ndim > CAI_MAX_NDIM || d->has_mask ||
                      (d->has_stream && d->stream == 0) || bits == 0 ||
-                     bits % 8 != 0))
+                     (bits % 8 != 0 && d->has_strides)))
         return header_error(d, err);
+    /* Packed sub-byte elements (DLPack's float4, bits not a multiple of 8)
+     * only come C-contiguous: their size is counted in bits. */
     itemsize = (int64_t)(bits / 8);
     /* One pass: the first negative extent, and the element count (0 when
      * any extent is 0, whatever the others multiply to). */
@@ -84,7 +92,7 @@ int cai_desc_check(const cai_desc_t *d, int64_t *elem_strides,
     if (!d->has_strides || count == 0) {
         int64_t step = 1;
 
-        if (CAI_UNLIKELY(__builtin_mul_overflow(count, itemsize, &hi)))
+        if (CAI_UNLIKELY(cai_packed_nbytes(count, bits, &hi) != 0))
             return cai_fail(err, CAI_EINVAL, "shape",
                             "the array's size in bytes overflows 64 bits");
         for (i = d->ndim - 1; i >= 0; i--) {

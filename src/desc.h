@@ -38,6 +38,21 @@ static inline int cai_wraps(const void *data, int64_t lo, int64_t hi)
     return below > p || (uint64_t)hi > (uint64_t)(UINTPTR_MAX - p);
 }
 
+/* The bytes count elements of bits bits each take, C-contiguous (sub-byte
+ * elements packed, the last byte rounded up); -1 when that overflows.
+ * Eight elements fill a whole number of bytes, so no product is formed
+ * that is larger than the result. */
+static inline int cai_packed_nbytes(int64_t count, uint32_t bits,
+                                    int64_t *nbytes)
+{
+    int64_t rest = (int64_t)(((uint64_t)(count % 8) * bits + 7) / 8);
+
+    if (__builtin_mul_overflow(count / 8, (int64_t)bits, nbytes) ||
+        __builtin_add_overflow(*nbytes, rest, nbytes))
+        return -1;
+    return 0;
+}
+
 /*
  * The usual descriptor, one with no strides, checked in one pass from the
  * last axis, writing its element strides: 1 when it follows every rule of

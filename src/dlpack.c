@@ -285,6 +285,35 @@ int cai_tensor_detach(void *tensor, int versioned, cai_release_fn *release,
     return 0;
 }
 
+/* Packed sub-byte elements with strides: 0 when they are the C-contiguous
+ * ones (axes of length 1 aside), else refused. */
+static int packed_strides(const DLTensor *t, cai_error_t *err)
+{
+    int64_t step = 1;
+    int i;
+
+    for (i = t->ndim - 1; i >= 0; i--) {
+        char name[32], field[32];
+
+        if (t->shape[i] <= 1)
+            continue;
+        if (t->strides[i] == step) {
+            /* An overflowing count is refused by the check that follows. */
+            if (__builtin_mul_overflow(step, t->shape[i], &step))
+                return 0;
+            continue;
+        }
+        snprintf(field, sizeof field, "strides[%d]", i);
+        return cai_fail(err, CAI_EUNSUPPORTED, field,
+                        "strides[%d] = %lld: %s elements are packed, "
+                        "smaller than a byte, so only a C-contiguous tensor "
+                        "(stride %lld there) can be held",
+                        i, (long long)t->strides[i],
+                        cai_dtype_name(t->dtype, name), (long long)step);
+    }
+    return 0;
+}
+
 int cai_desc_from_dltensor(const DLTensor *t, cai_desc_t *out,
                            cai_error_t *err)
 {
@@ -300,19 +329,19 @@ int cai_desc_from_dltensor(const DLTensor *t, cai_desc_t *out,
                         "shape is NULL for a tensor of %d dimensions",
                         (int)t->ndim);
     /* Any type DLPack defines is carried: a typestr is needed only where
-     * a CAI or array interface is written (cai_typestr_format).  Sub-byte
-     * elements have no byte stride, so the descriptor cannot hold them. */
+     * a CAI or array interface is written (cai_typestr_format).  Packed
+     * sub-byte elements (float4) have no byte strides: they are held only
+     * C-contiguous. */
     itemsize = cai_dtype_itemsize(t->dtype);
-    if (CAI_UNLIKELY(t->dtype.code > kDLFloat4_e2m1fn || itemsize == 0)) {
+    if (CAI_UNLIKELY(t->dtype.code > kDLFloat4_e2m1fn ||
+                     (uint32_t)t->dtype.bits * t->dtype.lanes == 0)) {
         char name[32];
 
         return cai_fail(err, CAI_EUNSUPPORTED, "dtype",
                         t->dtype.code > kDLFloat4_e2m1fn
                             ? "DLPack type %s has a code this library does "
                               "not know"
-                            : "DLPack type %s has elements of less than a "
-                              "whole byte, which a descriptor with byte "
-                              "strides cannot hold",
+                            : "DLPack type %s has no bits",
                         cai_dtype_name(t->dtype, name));
     }
 
@@ -324,7 +353,12 @@ int cai_desc_from_dltensor(const DLTensor *t, cai_desc_t *out,
      * strides say, so they are not converted (and cannot overflow). */
     if (t->strides != NULL && t->ndim > 0 &&
         !(cai_element_count(t->ndim, out->shape, &count) == 0 && count == 0)) {
-        for (i = 0; i < t->ndim; i++) {
+        if (CAI_UNLIKELY(itemsize == 0)) {
+            rc = packed_strides(t, err);
+            if (rc != 0)
+                return rc;
+        }
+        for (i = 0; itemsize > 0 && i < t->ndim; i++) {
             if (!__builtin_mul_overflow(t->strides[i], itemsize,
                                         &out->strides[i]))
                 continue;
@@ -345,6 +379,7 @@ int cai_desc_from_dltensor(const DLTensor *t, cai_desc_t *out,
         }
         /* CAI: strides None exactly when the layout is C-contiguous. */
         out->has_strides =
+            itemsize > 0 &&
             !cai_is_c_contiguous(t->ndim, out->shape, out->strides, itemsize);
     }
     if (CAI_UNLIKELY(t->data != NULL &&

@@ -61,7 +61,7 @@ int main(void)
     cai_desc_t d;
     int v, i;
 
-    plan(117 + 24 + (sizeof(void *) >= 8 ? 0 : 2));
+    plan(125 + 24 + (sizeof(void *) >= 8 ? 0 : 2));
 
     base(&d);
     accepted(&d, "a 3x4 float32 array");
@@ -122,11 +122,26 @@ int main(void)
     d.stream = 0;
     accepted(&d, "no stream (None)");
 
-    /* Types: whole bytes only. */
+    /* Types: packed sub-byte elements only C-contiguous. */
     base(&d);
     d.dtype.code = kDLFloat4_e2m1fn;
     d.dtype.bits = 4;
-    refused(&d, CAI_EUNSUPPORTED, "typestr", "float4_e2m1fn", "float4");
+    accepted(&d, "float4, packed and C-contiguous");
+    d.shape[0] = INT64_C(1) << 31;
+    d.shape[1] = INT64_C(1) << 30;
+    d.data = (void *)(UINTPTR_MAX - (UINT64_C(1) << 60));
+    accepted(&d, "float4: 2^61 elements in 2^60 bytes, the last one counted");
+    d.data = (void *)(UINTPTR_MAX - (UINT64_C(1) << 60) + 1);
+    refused(&d, CAI_EINVAL, "data", "outside the address space",
+            "float4: one byte past the end of memory");
+    base(&d);
+    d.dtype.code = kDLFloat4_e2m1fn;
+    d.dtype.bits = 4;
+    d.has_strides = 1;
+    d.strides[0] = 2;
+    d.strides[1] = 1;
+    refused(&d, CAI_EUNSUPPORTED, "strides", "float4_e2m1fn",
+            "float4 with strides");
     d.dtype.code = kDLInt;
     d.dtype.bits = 0;
     refused(&d, CAI_EUNSUPPORTED, "typestr", "not a whole number of bytes",

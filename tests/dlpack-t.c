@@ -297,7 +297,10 @@ static void test_failures(void)
     fails(&d, CAI_EINVAL, "data", "data 0 with 12 elements");
     base(&d);
     d.dtype = dtype(kDLFloat4_e2m1fn, 4, 1);
-    fails(&d, CAI_EUNSUPPORTED, "typestr", "a sub-byte type");
+    d.has_strides = 1;
+    d.strides[0] = 2;
+    d.strides[1] = 1;
+    fails(&d, CAI_EUNSUPPORTED, "strides", "a sub-byte type with strides");
 
     /* The largest ndim is fine. */
     base(&d);
@@ -418,8 +421,8 @@ static void test_zero_d_and_zero_size(void)
     }
 }
 
-/* Types with no typestr: described when their elements fill whole bytes
- * (only an interface needs a typestr), else refused by name. */
+/* Types with no typestr: described when DLPack defines them (only an
+ * interface needs a typestr), packed sub-byte ones included. */
 static const struct {
     uint8_t code, bits;
     int status;
@@ -427,9 +430,9 @@ static const struct {
 } no_typestr[] = {
     {kDLBfloat, 16, 0, "bfloat16", "bfloat16"},
     {kDLFloat8_e5m2, 8, 0, "float8_e5m2", "float8_e5m2"},
-    {kDLFloat4_e2m1fn, 4, CAI_EUNSUPPORTED, "float4_e2m1fn",
-     "float4_e2m1fn (sub-byte)"},
-    {kDLInt, 4, CAI_EUNSUPPORTED, "int4", "int4"},
+    {kDLFloat4_e2m1fn, 4, 0, "float4_e2m1fn", "float4_e2m1fn (sub-byte)"},
+    {kDLInt, 4, 0, "int4", "int4"},
+    {kDLInt, 0, CAI_EUNSUPPORTED, "int0", "int0"},
     {kDLOpaqueHandle, 64, 0, NULL, "opaque handle"},
 };
 
@@ -515,7 +518,7 @@ static void test_from_dltensor(void)
     is_string("byte_offset", err.field, "from: ... naming byte_offset");
     t.byte_offset = 0;
 
-    /* Types without a typestr: whole bytes described, sub-byte refused. */
+    /* Types without a typestr: described, unless they have no bits. */
     shape[0] = 3;
     shape[1] = 4;
     t.strides = NULL;
@@ -532,6 +535,33 @@ static void test_from_dltensor(void)
                    d.dtype.bits == no_typestr[i].bits,
                "from: ... keeping its type");
     }
+    /* Packed sub-byte elements: C-contiguous strides (in elements) are
+     * kept as no strides; any other layout is refused, naming the axis. */
+    t.dtype = dtype(kDLFloat4_e2m1fn, 4, 1);
+    t.strides = strides;
+    strides[0] = 4;
+    strides[1] = 1;
+    is_int(0, cai_desc_from_dltensor(&t, &d, &err),
+           "from: float4 with C-contiguous strides is described");
+    ok(!d.has_strides, "from: ... as C-contiguous");
+    strides[0] = 1;
+    strides[1] = 3;
+    is_int(CAI_EUNSUPPORTED, cai_desc_from_dltensor(&t, &d, &err),
+           "from: float4 in Fortran order is refused");
+    is_string("strides[1]", err.field, "from: ... naming strides[1]");
+    contains(err.message, "packed", "from: ... saying it is packed");
+    strides[0] = 5;
+    strides[1] = 1;
+    is_int(CAI_EUNSUPPORTED, cai_desc_from_dltensor(&t, &d, &err),
+           "from: float4 with padded rows is refused");
+    is_string("strides[0]", err.field, "from: ... naming strides[0]");
+    shape[1] = 1;
+    strides[0] = 1;
+    strides[1] = 99;
+    is_int(0, cai_desc_from_dltensor(&t, &d, &err),
+           "from: float4: an axis of length 1 has any stride");
+    shape[1] = 4;
+    t.strides = NULL;
     t.dtype = dtype(kDLFloat, 32, 1);
 
     /* Shapes and ndim. */
@@ -682,10 +712,8 @@ static void test_from_versioned(void)
     is_int(0, cai_desc_from_dlpack(&l, &d, &err),
            "legacy in: float8_e4m3fn is described");
     l.dl_tensor.dtype = dtype(kDLFloat4_e2m1fn, 4, 1);
-    is_int(CAI_EUNSUPPORTED, cai_desc_from_dlpack(&l, &d, &err),
-           "legacy in: float4_e2m1fn (4 bits) refused");
-    contains(err.message, "less than a whole byte",
-             "legacy in: ... saying its elements are sub-byte");
+    is_int(0, cai_desc_from_dlpack(&l, &d, &err),
+           "legacy in: float4_e2m1fn (4 bits, packed) is described");
     l.dl_tensor.dtype = dtype(kDLFloat4_e2m1fn, 4, 2);
     is_int(0, cai_desc_from_dlpack(&l, &d, &err),
            "legacy in: float4_e2m1fn x2 (a whole byte) is described");
@@ -936,7 +964,7 @@ static void test_foreign_addresses(void)
 
 int main(void)
 {
-    plan(313 + 13 + 5);
+    plan(313 + 13 + 5 + 9);
     test_foreign_addresses();
     test_to_versioned();
     test_to_legacy();

@@ -171,10 +171,10 @@ static void copy_strided(char *dst, const char *src, const cai_desc_t *d,
     }
 }
 
-/* The bytes of a C-contiguous block of ndim extents of itemsize bytes;
- * -1 for a negative extent, or a size that overflows or size_t cannot
- * hold. */
-int contiguous_nbytes(int ndim, const int64_t *shape, int64_t itemsize,
+/* The bytes of a C-contiguous block of ndim extents of dtype (sub-byte
+ * elements packed); -1 for a negative extent, or a size that overflows or
+ * size_t cannot hold. */
+int contiguous_nbytes(int ndim, const int64_t *shape, DLDataType dtype,
                       int64_t *nbytes)
 {
     int64_t count = 1;
@@ -184,7 +184,8 @@ int contiguous_nbytes(int ndim, const int64_t *shape, int64_t itemsize,
         if (shape[i] < 0 || __builtin_mul_overflow(count, shape[i], &count))
             return -1;
     }
-    if (__builtin_mul_overflow(count, itemsize, nbytes) ||
+    if (cai_packed_nbytes(count, (uint32_t)dtype.bits * dtype.lanes,
+                          nbytes) != 0 ||
         (uint64_t)*nbytes > SIZE_MAX)
         return -1;
     return 0;
@@ -209,8 +210,7 @@ PyObject *copy_to_capsule(cai_state *st, const cai_desc_t *d, int versioned)
     cai_desc_t c;
     char *block;
 
-    if (contiguous_nbytes(d->ndim, d->shape, cai_dtype_itemsize(d->dtype),
-                          &nbytes) != 0)
+    if (contiguous_nbytes(d->ndim, d->shape, d->dtype, &nbytes) != 0)
         return PyErr_NoMemory();
     block = malloc(nbytes > 0 ? (size_t)nbytes : 1);
     if (block == NULL)

@@ -23,7 +23,7 @@ static int xapi_allocator(DLTensor *prototype, DLManagedTensorVersioned **out,
 {
     cai_desc_t d;
     cai_error_t err;
-    int64_t itemsize, nbytes;
+    int64_t nbytes;
     void *block;
 
     *out = NULL;
@@ -39,9 +39,9 @@ static int xapi_allocator(DLTensor *prototype, DLManagedTensorVersioned **out,
             set_error(error_ctx, "ValueError", "bad ndim or shape");
         return -1;
     }
-    itemsize = cai_dtype_itemsize(prototype->dtype);
-    if (itemsize == 0 || contiguous_nbytes(prototype->ndim, prototype->shape,
-                                           itemsize, &nbytes) != 0) {
+    if (prototype->dtype.bits * prototype->dtype.lanes == 0 ||
+        contiguous_nbytes(prototype->ndim, prototype->shape,
+                          prototype->dtype, &nbytes) != 0) {
         if (set_error != NULL)
             set_error(error_ctx, "ValueError",
                       "the prototype's dtype or size cannot be allocated");

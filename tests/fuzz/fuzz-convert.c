@@ -217,18 +217,19 @@ static void check_tensor_matches(const cai_desc_t *d, const DLTensor *t,
 }
 
 /*
- * A tensor reads back when DLPack defines its type code and its elements
- * fill whole bytes (bfloat16 and float8 included: only the CAI and array
- * interfaces need a typestr); else it is refused, naming the dtype.
+ * A tensor we made reads back when DLPack defines its type code (bfloat16,
+ * float8 and packed float4 included: only the CAI and array interfaces
+ * need a typestr, and a packed sub-byte one was only made C-contiguous);
+ * else it is refused, naming the dtype.
  */
 static int reads_back(DLDataType dtype)
 {
-    return dtype.code <= kDLFloat4_e2m1fn && cai_dtype_itemsize(dtype) > 0;
+    return dtype.code <= kDLFloat4_e2m1fn;
 }
 
 static void check_not_read(int rc, const cai_error_t *err)
 {
-    check_error(rc, err, "reading a type with no byte-sized elements");
+    check_error(rc, err, "reading a type DLPack does not define");
     CHECK(rc == CAI_EUNSUPPORTED && strcmp(err->field, "dtype") == 0,
           "a type that cannot be read refused with status %d for field "
           "'%s': %s",
