@@ -61,7 +61,7 @@ int main(void)
     cai_desc_t d;
     int v, i;
 
-    plan(125 + 24 + (sizeof(void *) >= 8 ? 0 : 2));
+    plan(131 + 24 + (sizeof(void *) >= 8 ? 0 : 2));
 
     base(&d);
     accepted(&d, "a 3x4 float32 array");
@@ -134,6 +134,13 @@ int main(void)
     d.data = (void *)(UINTPTR_MAX - (UINT64_C(1) << 60) + 1);
     refused(&d, CAI_EINVAL, "data", "outside the address space",
             "float4: one byte past the end of memory");
+    d.ndim = 1;
+    d.shape[0] = 3; /* 12 bits: two bytes, the second half used */
+    d.data = (void *)(UINTPTR_MAX - 2);
+    accepted(&d, "float4: 3 elements in the last 2 bytes");
+    d.data = (void *)(UINTPTR_MAX - 1);
+    refused(&d, CAI_EINVAL, "data", "outside the address space",
+            "float4: 3 elements need a second byte, even half used");
     base(&d);
     d.dtype.code = kDLFloat4_e2m1fn;
     d.dtype.bits = 4;

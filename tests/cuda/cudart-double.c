@@ -687,7 +687,7 @@ cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event)
 /* Empties the log alone (the tables, streams and events stay): a test
  * that queues more than the log holds reads what follows.  Exported by
  * name, not through the controls. */
-__attribute__((visibility("default"))) void double_clear_log(void)
+EXPORTED void double_clear_log(void)
 {
     pthread_mutex_lock(&lock);
     log_length = 0;

@@ -128,6 +128,15 @@ void tl_reset(void);
 void tl_drain(void);
 long tl_stream_create(int device);
 
+/* Exported by name for the Python tests, not through the controls: the
+ * stream costs (timeline.c) and clearing the log (cudart-double.c). */
+#define EXPORTED __attribute__((visibility("default")))
+EXPORTED void double_set_host_function_us(long us);
+EXPORTED void double_set_stream_bounds(int items, int host_functions);
+EXPORTED long double_launches_blocked(void);
+EXPORTED long double_host_functions_run(void);
+EXPORTED void double_clear_log(void);
+
 /* double-graph.c: captured work, called with lock held.  tl_capture_*
  * return 1 when the stream is capturing (the work became a node). */
 int graph_record(struct stream *s, struct event *e);

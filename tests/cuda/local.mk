@@ -138,6 +138,7 @@ endif
 # It imports the package staged by python/local.mk (python/stage).
 EXTRA_DIST += tests/gpu/check-gpu.py tests/gpu/gpu_cases.py \
 	tests/gpu/release_cases.py tests/gpu/gpu_copy_cases.py \
+	tests/gpu/gpu_dtype_cases.py \
 	tests/gpu/README
 if HAVE_PYTHON
 check-gpu: python/stage/caibridge/.stamp

@@ -339,3 +339,37 @@ def test_host_copy_whose_wait_fails_is_not_freed_under_its_pieces(tl):
         caibridge.as_dlpack(reversed_columns(src)).__dlpack__(
             dl_device=(1, 0), copy=True)
     tl.drain()   # the queued pieces run into memory still allocated
+
+
+def versioned_tensor(capsule):
+    """(data, dtype bytes, shape pointer) fields of a versioned capsule's
+    DLTensor, which starts after version, manager_ctx, deleter, flags."""
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object,
+                                                   ctypes.c_char_p]
+    return get(capsule, b"dltensor_versioned") + 32
+
+
+def test_packed_float4_is_copied_as_its_bytes(tl):
+    """A CAIView of packed float4 (128 elements in 64 bytes of CUDA
+    memory): copy=True copies the 64 packed bytes, in one piece."""
+    src = tl.buffer()
+    src[:] = np.arange(N, dtype=np.uint8)
+    capsule = caibridge.to_dlpack(CAIArray(src, None), max_version=(1, 3))
+    t = versioned_tensor(capsule)
+    ctypes.memmove(t + 20, bytes([17, 4, 1, 0]), 4)   # float4_e2m1fn
+    shape = ctypes.c_void_p.from_address(t + 24).value
+    ctypes.c_int64.from_address(shape).value = 2 * N
+    view = caibridge.from_dlpack(capsule)
+    assert "float4_e2m1fn shape=(128,)" in repr(view)
+    copy = view.__dlpack__(stream=1, copy=True, max_version=(1, 3))
+    tl.drain()
+    log = tl.c.log().decode()
+    assert "cudaMallocAsync(64, " in log and "cudaMemcpyAsync(64, " in log
+    data = ctypes.c_void_p.from_address(versioned_tensor(copy)).value
+    assert data != src.ctypes.data
+    assert ctypes.string_at(data, N) == src.tobytes()
+    del view, copy
+    gc.collect()
+    tl.drain()
+    assert live(tl) == 0

@@ -702,7 +702,7 @@ CUresult CUDAAPI cuCtxGetId(CUcontext ctx, unsigned long long *id)
 {
     cudaError_t rc = enter("cuCtxGetId");
     struct context *c = ctx != NULL ? known_context(ctx) : current_ctx;
-    const struct context *raw = ctx;
+    const struct context *raw = (const struct context *)(void *)ctx;
     char call[48], cx[16], result[24] = "";
 
     /* A context of ours that ended answers "destroyed" (as an H200 did
@@ -886,8 +886,6 @@ static long read_locked(const long *value)
 }
 
 /* ---- Stream costs (exported by name, not through the controls) ---- */
-
-#define EXPORTED __attribute__((visibility("default")))
 
 /* How long a host function holds its stream, in microseconds. */
 EXPORTED void double_set_host_function_us(long us)

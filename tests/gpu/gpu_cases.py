@@ -1400,3 +1400,4 @@ import release_cases  # noqa: E402,F401 - registers its cases
 # The copy cases (issue 35) live in their own file; importing it registers
 # them here.
 import gpu_copy_cases  # noqa: E402,F401
+import gpu_dtype_cases  # noqa: E402,F401
