@@ -13,6 +13,7 @@ CAI_PYTHON_TESTS = \
 	tests/python/test_add_array_interface.py \
 	tests/python/test_caiview_producer.py \
 	tests/python/test_dtypes.py \
+	tests/python/test_torch_copy.py \
 	tests/python/test_buffer_producers.py \
 	tests/python/test_api_gaps.py \
 	$(empty)
