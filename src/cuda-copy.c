@@ -63,8 +63,7 @@ static void make_plan(const cai_desc_t *d, size_t nbytes, struct plan *p)
     }
 
     /* expected stays within the checked extent: it never overflows. */
-    while (k > 0 && (d->shape[k - 1] == 1 ||
-                     d->strides[k - 1] == expected)) {
+    while (k > 0 && (d->shape[k - 1] == 1 || d->strides[k - 1] == expected)) {
         expected *= d->shape[k - 1];
         k--;
     }
@@ -86,8 +85,8 @@ static int copy_kind(int to_host)
 /* Queues the pieces on stream; the first failure stops (in op).  Returns
  * whether any piece was queued. */
 static int queue_pieces(struct op *op, const cai_desc_t *d,
-                         const struct plan *p, char *dst, cudaStream_t stream,
-                         int to_host)
+                        const struct plan *p, char *dst, cudaStream_t stream,
+                        int to_host)
 {
     int64_t index[CAI_MAX_NDIM] = {0};
     int64_t offset = 0;

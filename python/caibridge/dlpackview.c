@@ -177,6 +177,7 @@ static void copy_strided(char *dst, const char *src, const cai_desc_t *d,
 int contiguous_nbytes(int ndim, const int64_t *shape, DLDataType dtype,
                       int64_t *nbytes)
 {
+    uint32_t bits = (uint32_t)dtype.bits * dtype.lanes;
     int64_t count = 1;
     int i;
 
@@ -184,8 +185,7 @@ int contiguous_nbytes(int ndim, const int64_t *shape, DLDataType dtype,
         if (shape[i] < 0 || __builtin_mul_overflow(count, shape[i], &count))
             return -1;
     }
-    if (cai_packed_nbytes(count, (uint32_t)dtype.bits * dtype.lanes,
-                          nbytes) != 0 ||
+    if (cai_packed_nbytes(count, bits, nbytes) != 0 ||
         (uint64_t)*nbytes > SIZE_MAX)
         return -1;
     return 0;
