@@ -19,16 +19,9 @@
  * -1 on overflow. */
 int cai_copy_nbytes(const cai_desc_t *d, size_t *out)
 {
-    int64_t count = 1, n;
-    int i;
+    int64_t n;
 
-    for (i = 0; i < d->ndim; i++)
-        if (d->shape[i] < 0 ||
-            __builtin_mul_overflow(count, d->shape[i], &count))
-            return -1;
-    if (cai_packed_nbytes(count, (uint32_t)d->dtype.bits * d->dtype.lanes,
-                          &n) != 0 ||
-        (uint64_t)n > SIZE_MAX)
+    if (cai_contiguous_nbytes(d->ndim, d->shape, d->dtype, &n) != 0)
         return -1;
     *out = (size_t)n;
     return 0;
@@ -54,8 +47,9 @@ static void make_plan(const cai_desc_t *d, size_t nbytes, struct plan *p)
     int64_t expected = cai_dtype_itemsize(d->dtype);
     int k = d->ndim;
 
-    /* Contiguous (packed sub-byte elements always are): one piece. */
-    if (!d->has_strides) {
+    /* Contiguous (packed sub-byte elements always are) or empty: one
+     * piece.  An empty array's strides are moot, its extents unchecked. */
+    if (!d->has_strides || nbytes == 0) {
         p->width = nbytes;
         p->row = -1;
         p->outer = 0;

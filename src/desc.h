@@ -53,6 +53,30 @@ static inline int cai_packed_nbytes(int64_t count, uint32_t bits,
     return 0;
 }
 
+/* The bytes a C-contiguous block of ndim extents of dtype takes (sub-byte
+ * elements packed); -1 for a negative extent, or a size that overflows or
+ * size_t cannot hold.  A zero extent makes it 0 whatever the others are. */
+static inline int cai_contiguous_nbytes(int ndim, const int64_t *shape,
+                                        DLDataType dtype, int64_t *nbytes)
+{
+    int64_t count = 1;
+    int i, zero = 0;
+
+    for (i = 0; i < ndim; i++) {
+        if (shape[i] < 0)
+            return -1;
+        zero |= shape[i] == 0;
+    }
+    for (i = 0; !zero && i < ndim; i++)
+        if (__builtin_mul_overflow(count, shape[i], &count))
+            return -1;
+    if (cai_packed_nbytes(zero ? 0 : count, (uint32_t)dtype.bits * dtype.lanes,
+                          nbytes) != 0 ||
+        (uint64_t)*nbytes > SIZE_MAX)
+        return -1;
+    return 0;
+}
+
 /*
  * The usual descriptor, one with no strides, checked in one pass from the
  * last axis, writing its element strides: 1 when it follows every rule of

@@ -485,8 +485,6 @@ typedef struct {
 #define VIEW_ELEMENT_STRIDES(v) ((v)->dims + 2 * (v)->ndim)
 
 extern PyType_Spec dlpackview_spec;
-int contiguous_nbytes(int ndim, const int64_t *shape, DLDataType dtype,
-                      int64_t *nbytes);
 void contiguous_desc(cai_desc_t *c, void *data, int ndim, const int64_t *shape,
                      DLDataType dtype, DLDevice device);
 void view_dealloc(PyObject *self);

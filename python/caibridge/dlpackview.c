@@ -171,26 +171,6 @@ static void copy_strided(char *dst, const char *src, const cai_desc_t *d,
     }
 }
 
-/* The bytes of a C-contiguous block of ndim extents of dtype (sub-byte
- * elements packed); -1 for a negative extent, or a size that overflows or
- * size_t cannot hold. */
-int contiguous_nbytes(int ndim, const int64_t *shape, DLDataType dtype,
-                      int64_t *nbytes)
-{
-    uint32_t bits = (uint32_t)dtype.bits * dtype.lanes;
-    int64_t count = 1;
-    int i;
-
-    for (i = 0; i < ndim; i++) {
-        if (shape[i] < 0 || __builtin_mul_overflow(count, shape[i], &count))
-            return -1;
-    }
-    if (cai_packed_nbytes(count, bits, nbytes) != 0 ||
-        (uint64_t)*nbytes > SIZE_MAX)
-        return -1;
-    return 0;
-}
-
 /* Describes a writable, C-contiguous block at data. */
 void contiguous_desc(cai_desc_t *c, void *data, int ndim, const int64_t *shape,
                      DLDataType dtype, DLDevice device)
@@ -210,7 +190,7 @@ PyObject *copy_to_capsule(cai_state *st, const cai_desc_t *d, int versioned)
     cai_desc_t c;
     char *block;
 
-    if (contiguous_nbytes(d->ndim, d->shape, d->dtype, &nbytes) != 0)
+    if (cai_contiguous_nbytes(d->ndim, d->shape, d->dtype, &nbytes) != 0)
         return PyErr_NoMemory();
     block = malloc(nbytes > 0 ? (size_t)nbytes : 1);
     if (block == NULL)

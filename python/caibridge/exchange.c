@@ -40,8 +40,8 @@ static int xapi_allocator(DLTensor *prototype, DLManagedTensorVersioned **out,
         return -1;
     }
     if (prototype->dtype.bits * prototype->dtype.lanes == 0 ||
-        contiguous_nbytes(prototype->ndim, prototype->shape, prototype->dtype,
-                          &nbytes) != 0) {
+        cai_contiguous_nbytes(prototype->ndim, prototype->shape,
+                              prototype->dtype, &nbytes) != 0) {
         if (set_error != NULL)
             set_error(error_ctx, "ValueError",
                       "the prototype's dtype or size cannot be allocated");

@@ -282,21 +282,31 @@ def test_free_on_the_legacy_stream_waits_for_the_per_thread_copy(tl):
 
 
 @pytest.mark.parametrize("to_host", [False, True], ids=["device", "host"])
-@pytest.mark.parametrize("shape", [(3, 0), (0,), (0, 4)])
-def test_empty_array_with_no_data_is_copied(tl, to_host, shape):
+@pytest.mark.parametrize("shape,strides", [
+    ((3, 0), None), ((0,), None), ((0, 4), None),
+    # Strides are moot when an extent is 0: the other extents may be any
+    # size, and nothing is multiplied out of them.
+    ((2**62, 16, 0), None), ((2**62, 16, 0), (64, 4, 4))])
+def test_empty_array_with_no_data_is_copied(tl, to_host, shape, strides):
     """An empty array's pointer may be 0: nothing is copied from it, and
     no arithmetic is done on it."""
     class Empty:
         __cuda_array_interface__ = {
             "data": (0, False), "shape": shape, "typestr": "<f4",
-            "version": 3, "stream": None}
+            "strides": strides, "version": 3, "stream": None}
 
     kw = {"dl_device": (1, 0)} if to_host else {"stream": 1}
     capsule = caibridge.as_dlpack(Empty()).__dlpack__(
         copy=True, max_version=(1, 3), **kw)
     if to_host:
-        got = np.from_dlpack(Host(capsule))
-        assert got.shape == shape and got.dtype == np.float32
+        t = versioned_tensor(capsule)
+        dims = ctypes.c_void_p.from_address(t + 24).value
+        assert ctypes.c_int32.from_address(t + 8).value == 1   # kDLCPU
+        assert tuple(ctypes.c_int64.from_address(dims + 8 * i).value
+                     for i in range(len(shape))) == shape
+        if max(shape) < 2**40:
+            got = np.from_dlpack(Host(capsule))
+            assert got.shape == shape and got.dtype == np.float32
     else:
         view = caibridge.from_dlpack(capsule)
         assert view.__cuda_array_interface__["shape"] == shape
