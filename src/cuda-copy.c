@@ -153,7 +153,7 @@ int cai_cuda_copy(const cai_desc_t *d, intptr_t consumer, int to_host,
     struct plan plan;
     size_t nbytes;
     intptr_t stream = copy_stream(d, consumer);
-    int status;
+    int status, no_memory = 0;
     void *block = NULL;
 
     memset(out, 0, sizeof *out);
@@ -172,18 +172,19 @@ int cai_cuda_copy(const cai_desc_t *d, intptr_t consumer, int to_host,
                         "this CUDA runtime lacks cudaMemcpyAsync or "
                         "cudaMemcpy2DAsync");
     make_plan(d, nbytes, &plan);
-    if (to_host) {
-        block = malloc(nbytes > 0 ? nbytes : 1);
-        if (block == NULL)
-            return cai_fail(err, CAI_ENOMEM, "copy",
-                            "no host memory for a copy of %zu bytes", nbytes);
-    }
     if (cai_ctx_save(&op) == 0 &&
-        enter_copy_context(&op, &stream, d->device) == 0 &&
-        (to_host ||
-         !cai_op_failed(&op, "cudaMallocAsync",
-                        cai_rt.malloc_async(&block, nbytes > 0 ? nbytes : 1,
-                                            cai_stream_handle(stream))))) {
+        enter_copy_context(&op, &stream, d->device) == 0) {
+        /* Host memory is taken only once CUDA can copy into it: a copy
+         * refused before that allocates nothing. */
+        if (to_host)
+            no_memory = (block = malloc(nbytes > 0 ? nbytes : 1)) == NULL;
+        else if (cai_op_failed(&op, "cudaMallocAsync",
+                               cai_rt.malloc_async(&block,
+                                                   nbytes > 0 ? nbytes : 1,
+                                                   cai_stream_handle(stream))))
+            block = NULL;
+    }
+    if (block != NULL) {
         int queued = queue_pieces(&op, d, &plan, block,
                                   cai_stream_handle(stream), to_host);
 
@@ -203,11 +204,12 @@ int cai_cuda_copy(const cai_desc_t *d, intptr_t consumer, int to_host,
             if (op.call == NULL)
                 cai_op_failed(&op, "cudaStreamSynchronize", rc);
         }
-    } else if (!to_host) {
-        block = NULL;
     }
     cai_ctx_restore(&op);
     status = cai_op_end(&op, err);
+    if (status == 0 && no_memory)
+        status = cai_fail(err, CAI_ENOMEM, "copy",
+                          "no host memory for a copy of %zu bytes", nbytes);
     if (status != 0) {
         if (to_host)
             free(block);

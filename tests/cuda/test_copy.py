@@ -383,3 +383,21 @@ def test_packed_float4_is_copied_as_its_bytes(tl):
     gc.collect()
     tl.drain()
     assert live(tl) == 0
+
+
+def test_host_copy_allocates_nothing_before_cuda_can_copy(tl):
+    """A host copy CUDA refuses at its first call takes no host memory:
+    2**62 bytes are not asked for (nor ASan's shadow touched) to learn
+    that there is no driver."""
+    src = tl.buffer()
+
+    class Huge:
+        __cuda_array_interface__ = {
+            "data": (src.ctypes.data, False), "shape": (2**60,),
+            "typestr": "<f4", "strides": (0,), "version": 3,
+            "stream": None}
+
+    tl.c.fail(b"cuCtxGetCurrent", 1)
+    with pytest.raises(BufferError, match="cuCtxGetCurrent") as info:
+        caibridge.as_dlpack(Huge()).__dlpack__(dl_device=(1, 0), copy=True)
+    assert "no host memory" not in str(info.value)
