@@ -208,9 +208,9 @@ def test_deleter_never_waits_for_the_gil():
 
 def test_pool_releases_leave_nothing_behind(pool):
     """While the interpreter lives, every owner released on the pool's
-    threads is released: 20000 deleters on 4 threads, then the producer's
-    reference count is back where it was and resident memory has not
-    grown by more than 1 MiB."""
+    threads is released: 20000 deleters on 4 threads, twice, then the
+    producer's reference count is back where it was and resident memory
+    has not grown by 1 MiB in one of the two rounds."""
     import ctypes
     import gc
     import time
@@ -252,13 +252,19 @@ def test_pool_releases_leave_nothing_behind(pool):
     refs, view_refs = sys.getrefcount(producer), sys.getrefcount(view)
     batch(2000)  # warm-up
     settle(refs)
-    before = rss()
-    for _ in range(10):
-        batch(2000)
-    settle(refs)
+    # Twice 20000: a leak grows both times alike, while an allocator's
+    # per-thread pages (mimalloc on a free-threaded build) settle in the
+    # first.
+    grown = []
+    for _ in range(2):
+        before = rss()
+        for _ in range(10):
+            batch(2000)
+        settle(refs)
+        grown.append(rss() - before)
     assert sys.getrefcount(producer) == refs
     assert sys.getrefcount(view) == view_refs
     # AddressSanitizer's quarantine keeps freed memory resident: there the
     # reference counts above are the check.
     if "libasan" not in os.environ.get("LD_PRELOAD", ""):
-        assert rss() - before < 1 << 20
+        assert min(grown) < 1 << 20, grown
