@@ -69,6 +69,20 @@ def filled(shape, dtype):
     return a
 
 
+class Capsule:
+    """A host producer of one ready capsule, as np.from_dlpack and JAX's
+    from_dlpack take one."""
+
+    def __init__(self, capsule):
+        self.capsule = capsule
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+    def __dlpack__(self, **kwargs):
+        return self.capsule
+
+
 class HostProducer(ArrayInterface):
     """Exposes only __array_interface__ (not NumPy's DLPack), like a
     third-party host producer; keeps the array it describes."""

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import caibridge
-from conftest import build_extension, collect, consumer, held_by
+from conftest import Capsule, build_extension, collect, consumer, held_by
 
 torch, needs_torch = consumer("torch")
 
@@ -122,22 +122,11 @@ def test_ctypes_little_endian_array():
 def test_to_dlpack_takes_buffers_too():
     source = array.array("i", [4, 5, 6])
     capsule = caibridge.to_dlpack(source, max_version=(1, 3))
-    result = np.from_dlpack(_Capsule(capsule))
+    result = np.from_dlpack(Capsule(capsule))
     np.testing.assert_array_equal(result, [4, 5, 6])
     assert result.__array_interface__["data"][0] == source.buffer_info()[0]
 
 
-class _Capsule:
-    """Hands one ready capsule to np.from_dlpack."""
-
-    def __init__(self, capsule):
-        self.capsule = capsule
-
-    def __dlpack_device__(self):
-        return (1, 0)
-
-    def __dlpack__(self, **kwargs):
-        return self.capsule
 
 
 @needs_torch

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import caibridge
-from conftest import (DLDataType, DLManagedTensor, FakeTensor,
+from conftest import (Capsule, DLDataType, DLManagedTensor, FakeTensor,
                       PyCapsule_GetPointer, call_deleter, collect, consumer,
                       exchange_table, filled, managed, tensor_from_py)
 
@@ -239,19 +239,6 @@ def test_torch_bfloat16_like_its_test_dlpack():
 JAX_TYPES = ["bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3b11fnuz",
              "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e3m4",
              "float8_e4m3", "float8_e8m0fnu", "float4_e2m1fn"]
-
-
-class Capsule:
-    """A host producer of one capsule, as JAX's from_dlpack takes it."""
-
-    def __init__(self, capsule):
-        self.capsule = capsule
-
-    def __dlpack_device__(self):
-        return (1, 0)
-
-    def __dlpack__(self, **kwargs):
-        return self.capsule
 
 
 @needs_jax
