@@ -457,12 +457,12 @@ int cai_fence_synchronize(const cai_fence_t *fence, cai_error_t *err)
 
 /* Records the reverse edge's event on consumer_stream into *back, within
  * op; *refusal says why nothing could be recorded. */
-int cai_release_record(struct op *op, const cai_fence_t *fence,
+int cai_release_record(struct op *op, DLDevice device,
                        intptr_t consumer_stream, const CUcontext *known,
                        struct cai_fence *back, const char **refusal)
 {
     memset(back, 0, sizeof *back);
-    if (record_in(op, consumer_stream, fence->device, known, back) != 0)
+    if (record_in(op, consumer_stream, device, known, back) != 0)
         return -1;
     if (back->event != NULL && back->captured) {
         /* Its event completes only when the graph is launched. */
@@ -488,7 +488,7 @@ int cai_fence_release(const cai_fence_t *fence, intptr_t consumer_stream,
     if (rc != 0)
         return rc;
     if (cai_ctx_save(&op) == 0 &&
-        cai_release_record(&op, fence, consumer_stream, NULL, &back,
+        cai_release_record(&op, fence->device, consumer_stream, NULL, &back,
                            &refusal) == 0 &&
         back.event != NULL &&
         (fence->stream == CAI_STREAM_LEGACY ||

@@ -237,7 +237,7 @@ int cai_fence_alive(struct op *op, const cai_fence_t *fence);
 void cai_destroy_in(struct op *op, struct cai_fence *fence);
 int cai_op_finish(struct op *op, const char *whose, const char *refusal,
                   cai_error_t *err);
-int cai_release_record(struct op *op, const cai_fence_t *fence,
+int cai_release_record(struct op *op, DLDevice device,
                        intptr_t consumer_stream, const CUcontext *known,
                        struct cai_fence *back, const char **refusal);
 

@@ -124,6 +124,15 @@ int cai_fence_release_owner_at(const cai_fence_t *fence,
                                    release, err);
 }
 
+int cai_release_owner_on(intptr_t stream, DLDevice device,
+                         const cai_consumer_at *at, unsigned flags,
+                         void *owner, cai_release_fn release, cai_error_t *err)
+{
+    (void)device;
+    (void)at;
+    return cai_fence_release_owner(NULL, stream, flags, owner, release, err);
+}
+
 /* No fence is ever made without CUDA: nothing to share or to wait on. */
 cai_fence_t *cai_fence_share(cai_fence_t *fence)
 {

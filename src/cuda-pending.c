@@ -323,23 +323,41 @@ int cai_fence_release_owner_at(const cai_fence_t *fence,
                                void *owner, cai_release_fn release,
                                cai_error_t *err)
 {
+    int rc = cai_consumer_waits(fence, consumer_stream, err);
+
+    if (rc <= 0) {
+        if (release != NULL)
+            release(owner);
+        return rc;
+    }
+    return cai_release_owner_on(consumer_stream, fence->device, at, flags,
+                                owner, release, err);
+}
+
+int cai_release_owner_on(intptr_t stream, DLDevice device,
+                         const cai_consumer_at *at, unsigned flags,
+                         void *owner, cai_release_fn release, cai_error_t *err)
+{
     struct pending *p = NULL;
     struct cai_fence back;
     const char *refusal = NULL;
     CUcontext noted;
     struct op op;
-    int rc = cai_consumer_waits(fence, consumer_stream, err);
+    int rc = cai_check_stream_value(stream, "consumer ", err);
 
-    if (rc <= 0 || (rc = cai_op_begin(&op, "stream", err)) != 0) {
+    if (rc == 0 && stream != CAI_STREAM_NO_SYNC)
+        rc = cai_op_begin(&op, "stream", err);
+    else if (rc == 0)
+        rc = 1; /* no stream, nothing to wait for */
+    if (rc != 0) {
         if (release != NULL)
             release(owner);
-        return rc;
+        return rc > 0 ? cai_ok(err) : rc;
     }
     memset(&back, 0, sizeof back);
     if (cai_ctx_save(&op) == 0 && noted_context(&op, at, &noted) == 0 &&
-        cai_release_record(&op, fence, consumer_stream,
-                           noted != NULL ? &noted : NULL, &back,
-                           &refusal) == 0 &&
+        cai_release_record(&op, device, stream, noted != NULL ? &noted : NULL,
+                           &back, &refusal) == 0 &&
         back.event != NULL) {
         if (flags & CAI_RELEASE_BLOCK) {
             cai_op_failed(&op, "cudaEventSynchronize",

@@ -48,6 +48,18 @@ int cai_fence_release_owner_at(const cai_fence_t *fence,
 int cai_locate_fence(cai_desc_t *desc, int order, cai_fence_t **out,
                      cai_error_t *err);
 
+/* The release machinery, with or without a fence: records an event on
+ * stream now (for a default stream in the context at notes, else the one
+ * that holds device's data; a handle in its own) and keeps owner until that
+ * event has completed; release(owner) runs then, at a poll or by the
+ * waiter.  stream must exist now.  With CAI_RELEASE_BLOCK the host waits
+ * instead and release runs before this returns.  stream -1, a failure or
+ * nothing recorded: release runs at once (the status says why). */
+int cai_release_owner_on(intptr_t stream, DLDevice device,
+                         const cai_consumer_at *at, unsigned flags,
+                         void *owner, cai_release_fn release,
+                         cai_error_t *err);
+
 /* Releases whose consumer's work has not finished yet (cuda-pending.c). */
 long cai_release_pending_count(void);
 
