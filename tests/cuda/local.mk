@@ -121,7 +121,7 @@ CAI_CUDA_PYTHON_TESTS = tests/cuda/test_stream_order.py \
 	tests/cuda/test_copy.py \
 	tests/cuda/test_reset.py tests/cuda/test_gil.py \
 	tests/cuda/test_release.py tests/cuda/test_release_cost.py \
-	tests/cuda/test_batch.py \
+	tests/cuda/test_batch.py tests/cuda/test_promise.py \
 	tests/cuda/test_calls.py \
 	tests/cuda/test_gpu_script.py
 EXTRA_DIST += $(CAI_CUDA_PYTHON_TESTS) tests/cuda/test_no_cuda.py \
