@@ -203,6 +203,7 @@ struct cai_fence {
                            graph's node names the event and it never goes
                            back to the pool */
     unsigned long long context_id; /* cuCtxGetId's, 0: unknown */
+    unsigned long long stream_id;  /* a handle's cuStreamGetId, 0: unknown */
     unsigned long long thread;     /* cai_thread_id() of the recorder */
     int refs; /* atomic: owners beyond the first (cai_fence_share) */
     /* Consumer streams already made to wait on it (cuda-batch.c), under
@@ -237,6 +238,7 @@ int cai_fence_alive(struct op *op, const cai_fence_t *fence);
 void cai_destroy_in(struct op *op, struct cai_fence *fence);
 int cai_op_finish(struct op *op, const char *whose, const char *refusal,
                   cai_error_t *err);
+int cai_stream_capturing(struct op *op, intptr_t stream, int *capturing);
 int cai_release_record(struct op *op, DLDevice device,
                        intptr_t consumer_stream, const CUcontext *known,
                        struct cai_fence *back, const char **refusal);

@@ -323,15 +323,13 @@ int cai_fence_release_owner_at(const cai_fence_t *fence,
                                void *owner, cai_release_fn release,
                                cai_error_t *err)
 {
-    int rc = cai_consumer_waits(fence, consumer_stream, err);
+    DLDevice unknown = {(DLDeviceType)0, 0};
 
-    if (rc <= 0) {
-        if (release != NULL)
-            release(owner);
-        return rc;
-    }
-    return cai_release_owner_on(consumer_stream, fence->device, at, flags,
-                                owner, release, err);
+    /* No fence (the producer had nothing to order) still has a consumer
+     * whose work reads the data: the edge depends on its stream alone. */
+    return cai_release_owner_on(consumer_stream,
+                                fence != NULL ? fence->device : unknown, at,
+                                flags, owner, release, err);
 }
 
 int cai_release_owner_on(intptr_t stream, DLDevice device,

@@ -118,3 +118,144 @@ def test_no_ordering_asked_takes_no_edge(tl, path):
     gc.collect()
     assert alive() is None
     assert tl.c.calls() == calls
+
+
+# ---- "The same stream" is proven, never taken from a handle's value ----
+
+def calls(tl, name):
+    return tl.c.log().decode().count(name + "(")
+
+
+@pytest.fixture
+def still():
+    """The release waiter paused: the call log is this test's alone."""
+    caibridge._core._release_waiter(False)
+    yield
+    caibridge._core._release_waiter(True)
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["view", "batch"])
+def test_a_producer_handle_taken_over_by_a_new_stream_waits(tl, still,
+                                                            batch):
+    """The producer's stream is destroyed after the view was made and CUDA
+    gives its handle to a new stream, the consumer's: the consumer names
+    the same value, but it is another stream, so it must wait."""
+    p = 0x7e100
+    tl.c.add_stream(p, 0)
+    src, out = tl.buffer(), tl.buffer()
+    gate = tl.gate()
+    tl.fill(p, src, NEW, gate)                      # the producer's work
+    objs = [CAIArray(src, p)]
+    view = (caibridge.as_dlpack_all(objs)[0] if batch
+            else caibridge.as_dlpack(objs[0]))
+    tl.c.destroy_stream(p)
+    tl.c.add_stream(p, 0)                           # a new stream, same handle
+    tl.lib.double_clear_log()
+    capsule = view.__dlpack__(stream=p, max_version=(1, 3))
+    assert calls(tl, "cudaStreamWaitEvent") == 1, tl.c.log().decode()
+    tl.copy(p, out, src)
+    tl.open(gate)
+    tl.drain()
+    assert (out == NEW).all()
+    del capsule, view
+    gc.collect()
+
+
+def test_the_producers_own_stream_needs_no_wait(tl, still):
+    """The consumer on the very stream the view's fence was recorded on
+    (proven by the stream's id): no wait is queued, and the read is still
+    in order."""
+    p = tl.stream()
+    src, out = tl.buffer(), tl.buffer()
+    gate = tl.gate()
+    tl.fill(p, src, NEW, gate)
+    view = caibridge.as_dlpack(CAIArray(src, p))
+    tl.lib.double_clear_log()
+    capsule = view.__dlpack__(stream=p, max_version=(1, 3))
+    assert calls(tl, "cudaStreamWaitEvent") == 0, tl.c.log().decode()
+    tl.copy(p, out, src)
+    tl.open(gate)
+    tl.drain()
+    assert (out == NEW).all()
+    del capsule, view
+    gc.collect()
+
+
+# ---- A batch never skips a wait it still needs ----
+
+def batch_of(tl, a, n):
+    bufs = [tl.buffer(n=16) for _ in range(n)]
+    gate = tl.gate()
+    for b in bufs:
+        tl.fill(a, b, NEW, gate)
+    return bufs, caibridge.as_dlpack_all([CAIArray(b, a) for b in bufs]), gate
+
+
+def test_a_batch_waits_again_inside_a_capture(tl, still):
+    """The consumer's stream waited for the batch, then began capturing a
+    graph: the next hand-over must put the wait in the graph, which is
+    replayed later on another stream and must read the producer's data."""
+    a, b, c = tl.stream(), tl.stream(), tl.stream()
+    bufs, views, gate = batch_of(tl, a, 2)
+    first = views[0].__dlpack__(stream=b)
+    tl.c.begin_capture(b, 9)
+    second = views[1].__dlpack__(stream=b)
+    out = tl.buffer(n=16)
+    tl.copy(b, out, bufs[1])                        # captured: the read
+    assert tl.c.end_capture(b) == 0
+    graph = tl.c.instantiate(b)
+    assert tl.c.replay(graph, c) == 0               # launched elsewhere
+    tl.open(gate)
+    tl.drain()
+    assert (out == NEW).all(), "the replayed graph read before the producer"
+    del first, second, views
+    gc.collect()
+
+
+def test_a_batch_on_stream_2_of_another_thread_waits_there(tl, still):
+    """Stream 2 is a queue per thread: a batch handed over on this thread's
+    stream 2 has not ordered another thread's."""
+    import threading
+    a = tl.stream()
+    bufs, views, gate = batch_of(tl, a, 2)
+    first = views[0].__dlpack__(stream=PER_THREAD)
+    tl.lib.double_clear_log()
+    out = tl.buffer(n=16)
+    got = []
+
+    def other():
+        tl.c.set_current_device(0)                  # a thread using CUDA
+        got.append(views[1].__dlpack__(stream=PER_THREAD))
+        tl.copy(PER_THREAD, out, bufs[1])
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert calls(tl, "cudaStreamWaitEvent") == 1, tl.c.log().decode()
+    tl.open(gate)
+    tl.drain()
+    assert (out == NEW).all()
+    del first, got, views
+    gc.collect()
+
+
+def test_a_batch_handed_to_more_streams_than_it_remembers(tl, still):
+    """Six consumer streams, more than a fence notes: each waits once when
+    first met, and every one is still ordered when met again."""
+    a = tl.stream()
+    streams = [tl.stream() for _ in range(6)]
+    bufs, views, gate = batch_of(tl, a, 3)
+    tl.lib.double_clear_log()
+    keep = [views[0].__dlpack__(stream=s) for s in streams]
+    assert calls(tl, "cudaStreamWaitEvent") == 6
+    outs = []
+    for s in streams:
+        keep.append(views[1].__dlpack__(stream=s))
+        out = tl.buffer(n=16)
+        tl.copy(s, out, bufs[1])
+        outs.append(out)
+    tl.open(gate)
+    tl.drain()
+    assert all((out == NEW).all() for out in outs)
+    del keep, views
+    gc.collect()
