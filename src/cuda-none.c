@@ -178,6 +178,11 @@ int cai_release_ready(void)
     return 0;
 }
 
+int cai_release_watchable(void)
+{
+    return 0;
+}
+
 int cai_fence_destroy(cai_fence_t *fence, cai_error_t *err)
 {
     free(fence);

@@ -75,6 +75,11 @@ void cai_release_set_waker(void (*fn)(void));
  * child, and when the driver has no cuEventQuery (polls at calls only). */
 int cai_release_ready(void);
 
+/* Whether cai_release_ready can ever find a release done: 0 without the
+ * driver's cuEventQuery and in a forked child, where a thread watching for
+ * releases would only wake up for nothing. */
+int cai_release_watchable(void);
+
 /* The driver entry points the found driver lacks, each ended by a NUL and
  * the list by another ("" when none, or no driver at all); cuda-runtime.c. */
 const char *cai_cuda_driver_missing(void);

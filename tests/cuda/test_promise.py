@@ -259,3 +259,107 @@ def test_a_batch_handed_to_more_streams_than_it_remembers(tl, still):
     assert all((out == NEW).all() for out in outs)
     del keep, views
     gc.collect()
+
+
+# ---- Polls: none waits under a lock, none lets a producer go unasked ----
+
+def pending_release(tl, value=NEW):
+    """A release pending behind the consumer's read, held by a gate; the
+    producer's weak reference and the gate."""
+    src = tl.buffer(value=value)
+    producer = CAIArray(src, None)
+    alive = weakref.ref(producer)
+    release_it = via_view(producer, LEGACY)
+    del producer
+    gate = tl.gate()
+    tl.copy(LEGACY, tl.buffer(), src, gate)
+    release_it()
+    gc.collect()
+    assert alive() is not None
+    return alive, gate
+
+
+def test_a_waiting_poll_holds_no_one_back(tl, still):
+    """A thread waits for every pending release (_release_poll(True), as at
+    exit); meanwhile another thread's hand-over, which polls first, must go
+    ahead, not wait behind it for the consumer's work."""
+    import threading
+    import time
+    alive, gate = pending_release(tl)
+    waits = tl.c.host_waits()
+    waiter = threading.Thread(target=caibridge._core._release_poll,
+                              args=(True,))
+    waiter.start()
+    for _ in range(2000):                           # until it is blocked
+        if tl.c.host_waits() > waits:
+            break
+        time.sleep(0.001)
+    assert tl.c.host_waits() > waits, "the waiting poll never waited"
+    other = caibridge.as_dlpack(CAIArray(tl.buffer(), tl.stream()))  # polls
+    assert waiter.is_alive(), (
+        "the hand-over went ahead only once the waiting poll had ended")
+    tl.open(gate)
+    waiter.join()
+    gc.collect()
+    assert alive() is None
+    del other
+
+
+@pytest.mark.parametrize("error, goes", [(999, False), (700, True)],
+                         ids=["unknown-error", "illegal-address"])
+def test_a_failed_query_lets_go_only_work_that_never_runs(tl, still, error,
+                                                          goes):
+    """cuEventQuery fails for a live context: an error that says the
+    context takes no more work (700) lets the producer go, reported; any
+    other is no answer, reported, and the producer is kept."""
+    alive, gate = pending_release(tl)
+    tl.c.fail(b"cuEventQuery", error)
+    with pytest.raises(caibridge.CUDAError, match="cuEventQuery"):
+        caibridge._core._release_poll()
+    gc.collect()
+    assert (alive() is None) == goes
+    tl.c.fail(b"cuEventQuery", 0)
+    tl.open(gate)
+    tl.drain()
+    caibridge._core._release_poll()
+    gc.collect()
+    assert alive() is None
+
+
+def test_no_waiter_without_the_drivers_query():
+    """A driver without cuEventQuery (here, one not bound at all): nothing
+    can be learned without a call, so no thread is started to wake up for
+    nothing; releases go at calls."""
+    import os
+    import subprocess
+    import sys
+    from test_stream_order import double_path
+    partial = double_path().parent / "libcudart-partial.so"
+    env = dict(os.environ, PARTIAL_DOUBLE=str(partial))
+    code = (
+        "import gc, os, pathlib, caibridge, timeline_double\n"
+        "partial = os.environ['PARTIAL_DOUBLE']\n"
+        "os.environ['CAIBRIDGE_CUDART'] = partial\n"
+        "timeline_double.double_path = lambda: pathlib.Path(partial)\n"
+        "from timeline_double import Timeline, CAIArray\n"
+        "from test_streams import release_capsule\n"
+        "tl = Timeline(); tl.start()\n"
+        "src = tl.buffer(value=7)\n"
+        "view = caibridge.as_dlpack(CAIArray(src, None))\n"
+        "c = view.__dlpack__(stream=1, max_version=(1, 3))\n"
+        "del view\n"
+        "g = tl.gate(); tl.copy(1, tl.buffer(), src, g)\n"
+        "release_capsule(c); gc.collect()\n"
+        "assert caibridge.cuda_runtime_info()['driver_missing']\n"
+        "print(caibridge._core._release_poll(), "
+        "caibridge._core._release_waiter(True))\n"
+        "tl.open(g); tl.drain()\n"
+        "print(caibridge._core._release_poll())\n")
+    here = os.path.dirname(os.path.abspath(__file__))
+    env["PYTHONPATH"] = os.pathsep.join(
+        [here] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+                  if p])
+    out = subprocess.run([sys.executable, "-c", code], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "False", "0"], out.stdout
