@@ -181,6 +181,27 @@ def test_the_producers_own_stream_needs_no_wait(tl, still):
     gc.collect()
 
 
+def test_the_producers_own_stream_capturing_waits_in_the_graph(tl, still):
+    """The producer's own stream, capturing a graph since the view was
+    made: the graph may be launched on any stream later, so the wait goes
+    into it, and the replay reads the producer's data."""
+    p, c = tl.stream(), tl.stream()
+    src, out = tl.buffer(), tl.buffer()
+    gate = tl.gate()
+    tl.fill(p, src, NEW, gate)
+    view = caibridge.as_dlpack(CAIArray(src, p))
+    tl.c.begin_capture(p, 11)
+    capsule = view.__dlpack__(stream=p, max_version=(1, 3))
+    tl.copy(p, out, src)                            # captured: the read
+    assert tl.c.end_capture(p) == 0
+    assert tl.c.replay(tl.c.instantiate(p), c) == 0
+    tl.open(gate)
+    tl.drain()
+    assert (out == NEW).all(), "the replayed graph read before the producer"
+    del capsule, view
+    gc.collect()
+
+
 # ---- A batch never skips a wait it still needs ----
 
 def batch_of(tl, a, n):
