@@ -348,9 +348,11 @@ CAI_API int cai_fence_release(const cai_fence_t *fence,
 /*
  * The reverse edge for a producer's owner: records an event on
  * consumer_stream and keeps owner until that event has completed, when
- * release(owner) runs.  Nothing blocks.  When there is nothing to wait for
- * (NULL fence, CAI_STREAM_NO_SYNC, the fence's own stream handle, no CUDA
- * context on a default stream), or on failure, release runs at once, on
+ * release(owner) runs.  Nothing blocks.  It depends on consumer_stream
+ * alone: a NULL fence (a producer with nothing to order) and the fence's
+ * own stream handle still keep owner, as the consumer's work still reads
+ * the data.  When there is nothing to wait for (CAI_STREAM_NO_SYNC, no
+ * CUDA context on a default stream), or on failure, release runs at once, on
  * this thread, before this call returns.  Otherwise it is deferred: it
  * runs once the event has completed (or its context is gone), inside the
  * first cai_release_poll or cai_fence_release_owner call that finds it so,
@@ -372,9 +374,11 @@ CAI_API int cai_fence_release_owner(const cai_fence_t *fence,
  * Runs, on the calling thread, the release callbacks of
  * cai_fence_release_owner whose consumer's work has finished (asked with
  * cuEventQuery, only the oldest of each stream until one is not done);
- * with wait nonzero the host waits for all of them first (at exit).
- * Without pending releases it makes no CUDA call.  A failed query is
- * reported, and its owner released all the same.  In C, caibridge has no
+ * with wait nonzero the host waits for all of them first (at exit), with
+ * no lock held, so other threads' calls are not held behind it.  Without
+ * pending releases it makes no CUDA call.  A failed query is reported; its
+ * owner is released only when the error says the work can never run (a
+ * sticky launch error, 700-719), else it stays pending.  In C, caibridge has no
  * thread of its own (the Python module's release waiter calls this): a
  * library that defers releases must call it, or the deferred owners are
  * never released.
