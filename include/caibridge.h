@@ -352,7 +352,9 @@ CAI_API int cai_fence_release(const cai_fence_t *fence,
  * alone: a NULL fence (a producer with nothing to order) and the fence's
  * own stream handle still keep owner, as the consumer's work still reads
  * the data.  When there is nothing to wait for (CAI_STREAM_NO_SYNC, no
- * CUDA context on a default stream), or on failure, release runs at once, on
+ * CUDA context on a default stream), or on failure, release runs at once
+ * (after the host has waited for a default stream whose record failed, as
+ * the consumer's work there may still run), on
  * this thread, before this call returns.  Otherwise it is deferred: it
  * runs once the event has completed (or its context is gone), inside the
  * first cai_release_poll or cai_fence_release_owner call that finds it so,

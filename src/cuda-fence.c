@@ -453,6 +453,20 @@ int cai_synchronize(intptr_t stream, cai_error_t *err)
     return cai_op_finish(&op, "", NULL, err);
 }
 
+/* The host waits for a default stream's work, within op (its first failure
+ * kept): in known's context, else the one that holds device's data. */
+void cai_host_wait_stream_in(struct op *op, intptr_t stream, DLDevice device,
+                             const CUcontext *known)
+{
+    int none = 0;
+
+    if ((op->have_saved || cai_ctx_save(op) == 0) &&
+        cai_enter_stream_context(op, stream, device, known, 0, &none) == 0 &&
+        !none)
+        cai_op_failed(op, "cudaStreamSynchronize",
+                      host_wait_stream(cai_stream_handle(stream)));
+}
+
 /* A device without concurrent managed access forbids the host to touch
  * managed memory while any kernel runs there, not only the producer's:
  * the host waits for the whole device (of the fence's context). */

@@ -239,6 +239,8 @@ void cai_destroy_in(struct op *op, struct cai_fence *fence);
 int cai_op_finish(struct op *op, const char *whose, const char *refusal,
                   cai_error_t *err);
 int cai_stream_capturing(struct op *op, intptr_t stream, int *capturing);
+void cai_host_wait_stream_in(struct op *op, intptr_t stream, DLDevice device,
+                             const CUcontext *known);
 int cai_release_record(struct op *op, DLDevice device,
                        intptr_t consumer_stream, const CUcontext *known,
                        struct cai_fence *back, const char **refusal);

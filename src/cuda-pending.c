@@ -387,8 +387,9 @@ int cai_release_owner_on(intptr_t stream, DLDevice device,
     const char *refusal = NULL;
     CUcontext noted;
     struct op op;
-    int rc = cai_check_stream_value(stream, "consumer ", err);
+    int rc = cai_check_stream_value(stream, "consumer ", err), later = 0;
 
+    noted = NULL;
     if (rc == 0 && stream != CAI_STREAM_NO_SYNC)
         rc = cai_op_begin(&op, "stream", err);
     else if (rc == 0)
@@ -418,12 +419,30 @@ int cai_release_owner_on(intptr_t stream, DLDevice device,
                 p = NULL;
             }
         }
-        if (back.event != NULL && !(flags & CAI_RELEASE_BLOCK))
+        if (back.event != NULL && !(flags & CAI_RELEASE_BLOCK)) {
             /* No memory to keep it: the host waits instead. */
-            cai_op_failed(&op, "cudaEventSynchronize",
-                          cai_host_wait_event(back.event));
+            if (flags & CAI_RELEASE_WAIT_LATER)
+                later = 1;
+            else
+                cai_op_failed(&op, "cudaEventSynchronize",
+                              cai_host_wait_event(back.event));
+        }
+    } else if (op.call != NULL && refusal == NULL &&
+               cai_is_default_stream(stream)) {
+        /* Nothing recorded, yet the consumer's work may still run: the
+         * host waits for its stream rather than drop the owner early. */
+        if (!(flags & CAI_RELEASE_BLOCK) && (flags & CAI_RELEASE_WAIT_LATER))
+            later = 1;
+        else
+            cai_host_wait_stream_in(&op, stream, device,
+                                    noted != NULL ? &noted : NULL);
     }
     cai_destroy_in(&op, &back);
+    if (later) {
+        /* The caller waits, owner still its own (a failure is in err). */
+        (void)cai_op_finish(&op, "consumer's", refusal, err);
+        return 1;
+    }
     if (p == NULL && release != NULL) {
         /* Nothing to wait for (or a failure): after the restore. */
         p = malloc(sizeof *p);

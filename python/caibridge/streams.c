@@ -283,11 +283,13 @@ void release_edge(void *p)
     if (!__atomic_load_n(&release_blocks, __ATOMIC_RELAXED)) {
         /* Nothing blocks: edge_done runs now (nothing to wait for, or a
          * failure, which a deleter cannot report) or at a poll, the first
-         * in this call, for this release and the earlier ones. */
-        rc = cai_release_owner_on(e->consumer, e->device, &e->at, 0, e,
-                                  edge_done, &err);
-        (void)rc;
-        return;
+         * in this call, for this release and the earlier ones.  Where the
+         * host must wait after all (a failed record, no memory), it waits
+         * below, with the interpreter let go. */
+        rc = cai_release_owner_on(e->consumer, e->device, &e->at,
+                                  CAI_RELEASE_WAIT_LATER, e, edge_done, &err);
+        if (rc != 1)
+            return;
     }
     /* The host waits: the thread lets go of the interpreter meanwhile;
      * not while finalizing, when it may never get it back. */

@@ -384,3 +384,31 @@ def test_no_waiter_without_the_drivers_query():
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["1", "False", "0"], out.stdout
+
+
+@pytest.mark.parametrize("failing", ["cudaEventRecord",
+                                     "cudaEventCreateWithFlags"])
+def test_a_release_that_cannot_record_waits_for_the_consumer(tl, still,
+                                                             failing):
+    """The release's record fails on the consumer's stream 1, whose read is
+    still queued behind a host function that needs the interpreter: the
+    host waits for that stream, with the interpreter let go, and only then
+    lets the producer go."""
+    src, out = tl.buffer(value=NEW), tl.buffer()
+    producer = CAIArray(src, None)
+    seen = []
+    alive = weakref.ref(producer, lambda _: seen.append(out.copy()))
+    release_it = via_view(producer, LEGACY)
+    del producer
+    ran = []
+    tl.host_func(LEGACY, lambda: ran.append(1))     # needs the interpreter
+    gate = tl.gate(on_host_wait=True)
+    tl.copy(LEGACY, out, src, gate)                 # the consumer's read
+    tl.c.fail(failing.encode(), 400)
+    release_it()
+    tl.c.fail(failing.encode(), 0)
+    gc.collect()
+    assert alive() is None
+    assert ran == [1]
+    assert len(seen) == 1 and (seen[0] == NEW).all(), (
+        "the producer went before the consumer's read had run")
