@@ -4,6 +4,7 @@ producer alive until its work queued before the release has run, whether
 the producer named a stream or not, on every path that hands data over.
 Written from the promise: the consumer's read is held back behind a gate,
 the tensor released, and the producer must still be there."""
+import ctypes
 import gc
 import weakref
 
@@ -412,3 +413,73 @@ def test_a_release_that_cannot_record_waits_for_the_consumer(tl, still,
     assert ran == [1]
     assert len(seen) == 1 and (seen[0] == NEW).all(), (
         "the producer went before the consumer's read had run")
+
+
+# ---- Where a default stream is: its context, its thread ----
+
+def test_a_consumer_in_another_context_is_kept_there(tl, still):
+    """The consumer's stream 1 is that of a context of its own (as
+    cuCtxCreate makes); released on a thread whose current context is
+    another, the release still records in the consumer's, and keeps the
+    producer until the read there has run."""
+    a = tl.stream()
+    src, out = tl.buffer(value=NEW), tl.buffer()
+    producer = CAIArray(src, a)
+    alive = weakref.ref(producer)
+    view = caibridge.as_dlpack(producer)
+    del producer
+    mine = tl.c.current_context()
+    theirs = tl.c.create_context(0)
+    tl.c.set_current_context(theirs)
+    capsule = view.__dlpack__(stream=LEGACY, max_version=(1, 3))
+    gate = tl.gate()
+    tl.copy(LEGACY, out, src, gate)                 # their stream 1
+    tl.c.set_current_context(mine)
+    del view
+    release_capsule(capsule)
+    gc.collect()
+    assert alive() is not None, (
+        "released in the releasing thread's context, not the consumer's")
+    tl.open(gate)
+    tl.drain()
+    caibridge._core._release_poll()
+    gc.collect()
+    assert alive() is None
+    assert (out == NEW).all()
+
+
+def test_each_threads_stream_2_is_its_own_line(tl, still):
+    """Two threads' stream 2 are two streams: a release held back on one
+    never holds back the other's, which goes at the next poll."""
+    import threading
+    held_src, free_src = tl.buffer(value=NEW), tl.buffer(value=NEW)
+    held_p, free_p = CAIArray(held_src, None), CAIArray(free_src, None)
+    held_alive, free_alive = weakref.ref(held_p), weakref.ref(free_p)
+    gate = tl.gate()
+
+    def consume(producer, gated):
+        tl.c.set_current_device(0)
+        view = caibridge.as_dlpack(producer)
+        capsule = view.__dlpack__(stream=PER_THREAD, max_version=(1, 3))
+        del view
+        tl.copy(PER_THREAD, tl.buffer(), producer.buf, gate if gated else 0)
+        release_capsule(capsule)
+        if not gated:                               # its read has run
+            assert tl.lib.cudaStreamSynchronize(ctypes.c_void_p(2)) == 0
+
+    first = threading.Thread(target=consume, args=(held_p, True))
+    first.start()
+    first.join()
+    second = threading.Thread(target=consume, args=(free_p, False))
+    second.start()
+    second.join()
+    del held_p, free_p
+    caibridge._core._release_poll()
+    gc.collect()
+    assert free_alive() is None, "a done release held behind another line"
+    assert held_alive() is not None
+    tl.open(gate)
+    tl.drain()
+    caibridge._core._release_poll()
+    gc.collect()
+    assert held_alive() is None
