@@ -92,7 +92,8 @@ TESTS += tests/guide-c-t.sh
 EXTRA_DIST += tests/guide-c-t.sh
 
 # The capsule example of docs/guide/c.rst (its third C block), compiled
-# against Python.h as a module that nothing loads: it must build.
+# against Python.h as the extension module guide_capsule, which
+# tests/python/test_guide_capsule.py loads and runs.
 if HAVE_PYTHON
 check_LTLIBRARIES += tests/libguide-capsule.la
 tests_libguide_capsule_la_SOURCES = tests/guide-capsule.c
