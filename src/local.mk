@@ -17,7 +17,8 @@ CAI_CORE_SOURCES = \
 	src/cuda-batch.c \
 	src/cuda-events.c \
 	src/cuda-copy.c \
-	src/cuda-none.c
+	src/cuda-none.c \
+	src/shutdown.c
 
 noinst_LTLIBRARIES += src/libcaibridge-core.la
 src_libcaibridge_core_la_SOURCES = $(CAI_CORE_SOURCES) \

@@ -18,7 +18,8 @@ C_CORE_TESTS = \
 	tests/error-t \
 	tests/abi-t \
 	tests/cxx-t \
-	tests/c99-t
+	tests/c99-t \
+	tests/api-t
 
 check_PROGRAMS += $(C_CORE_TESTS)
 TESTS += $(C_CORE_TESTS)
