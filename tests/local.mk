@@ -111,3 +111,11 @@ tests/guide-capsule-example.h: $(top_srcdir)/docs/guide/c.rst
 	  grep 'dltensor_versioned' $@.tmp >/dev/null && mv $@.tmp $@
 CLEANFILES += tests/guide-capsule-example.h
 endif
+
+# cai_shutdown on the CUDA double (tests/cuda/cuda-test.h).
+if HAVE_CUDA
+check_PROGRAMS += tests/cuda/shutdown-t
+TESTS += tests/cuda/shutdown-t
+VALGRIND_TESTS += tests/cuda/shutdown-t
+tests_cuda_shutdown_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
+endif
