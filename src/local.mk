@@ -35,7 +35,25 @@ lib_LTLIBRARIES += src/libcaibridge.la
 src_libcaibridge_la_SOURCES =
 src_libcaibridge_la_LIBADD = src/libcaibridge-core.la
 src_libcaibridge_la_LDFLAGS = -version-info 0:0:0 -no-undefined
+# The exported functions and their symbol versions.
+EXTRA_DIST += src/libcaibridge.map
+if HAVE_LD_VERSION_SCRIPT
+src_libcaibridge_la_LDFLAGS += \
+	-Wl,--version-script=$(srcdir)/src/libcaibridge.map
+EXTRA_src_libcaibridge_la_DEPENDENCIES = src/libcaibridge.map
+endif
 
 include_HEADERS += include/caibridge.h
 caibridgeincludedir = $(includedir)/caibridge
 caibridgeinclude_HEADERS = include/caibridge/dlpack.h
+
+# make uninstall: the folders make install made for caibridge go too, when
+# nothing else is left in them (rmdir removes only an empty folder).
+uninstall-hook: uninstall-caibridge-dirs
+uninstall-caibridge-dirs:
+	@for d in '$(caibridgeincludedir)' '$(pkgconfigdir)' \
+	    '$(caibridgedir)/__pycache__' '$(caibridgedir)'; do \
+	  test -n "$$d" && test -d "$(DESTDIR)$$d" && \
+	    rmdir "$(DESTDIR)$$d" 2>/dev/null; \
+	done; :
+.PHONY: uninstall-caibridge-dirs

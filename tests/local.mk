@@ -19,6 +19,7 @@ C_CORE_TESTS = \
 	tests/abi-t \
 	tests/cxx-t \
 	tests/c99-t \
+	tests/c89-t \
 	tests/api-t
 
 check_PROGRAMS += $(C_CORE_TESTS)
@@ -31,6 +32,9 @@ tests_cxx_t_SOURCES = tests/cxx-t.cc
 tests_cxx_t_CXXFLAGS = $(CAI_CXX11_FLAG) $(CAI_WARN_CXXFLAGS)
 # The header in strict C99.
 tests_c99_t_CFLAGS = $(CAI_C99_FLAGS) $(AM_CFLAGS)
+# And in strict C89 (its own TAP: tap/basic.h is C99).
+tests_c89_t_CFLAGS = $(CAI_C89_FLAGS) $(AM_CFLAGS)
+tests_c89_t_LDADD = src/libcaibridge.la
 
 # Only the CAI_API functions leave the shared library.
 TESTS += tests/exports-t.sh
