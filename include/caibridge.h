@@ -263,8 +263,7 @@ CAI_API int cai_desc_from_dlpack_versioned(const DLManagedTensorVersioned *t,
 CAI_API int cai_desc_from_dlpack(const DLManagedTensor *t, cai_desc_t *out,
                                  cai_error_t *err) CAI_WUR;
 
-/* ---- CUDA (runtime resolved at first use; see docs/cuda.rst and the
- * "CUDA" section of docs/guide/c.rst) ---- */
+/* ---- CUDA (runtime resolved at first use; see docs/cuda.rst) ---- */
 
 /* 1 when this build has CUDA support compiled in. */
 CAI_API int cai_cuda_built(void);
@@ -398,10 +397,10 @@ CAI_API int cai_fence_release(const cai_fence_t *fence,
                               intptr_t consumer_stream,
                               cai_error_t *err) CAI_WUR;
 
-/* Options for cai_fence_release_owner; any other bit is refused. */
+/* Options for cai_fence_release_owner; any other bit is refused.
+ * CAI_RELEASE_BLOCK is for producers that write in place right after. */
 enum {
-    /* The host waits for the consumer's work before release runs (for
-     * producers that write in place right after). */
+    /* The host waits for the consumer's work, then release runs. */
     CAI_RELEASE_BLOCK = 1u << 0
 };
 

@@ -6,6 +6,7 @@
  * from_* functions refuse the same descriptors with the same status.
  * A conversion refused so still releases its owner exactly once.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -295,9 +296,35 @@ static void test_one_rule_set(void)
                  "dtype.code 200");
 }
 
+/* The ABI promise (docs/reference/c.rst): within libcaibridge.so.0 the
+ * public structs keep their layout.  Pinned on LP64, where it was set. */
+static void test_layouts(void)
+{
+    if (sizeof(void *) != 8 || sizeof(intptr_t) != 8) {
+        skip("the layouts are pinned for 64-bit systems");
+        return;
+    }
+    is_int(1080, (long long)sizeof(cai_desc_t), "sizeof(cai_desc_t)");
+    is_int(32, (long long)offsetof(cai_desc_t, stream), "cai_desc_t.stream");
+    is_int(40, (long long)offsetof(cai_desc_t, dtype), "cai_desc_t.dtype");
+    is_int(44, (long long)offsetof(cai_desc_t, device), "cai_desc_t.device");
+    is_int(56, (long long)offsetof(cai_desc_t, shape), "cai_desc_t.shape");
+    is_int(568, (long long)offsetof(cai_desc_t, strides),
+           "cai_desc_t.strides");
+    is_int(260, (long long)sizeof(cai_error_t), "sizeof(cai_error_t)");
+    is_int(4, (long long)offsetof(cai_error_t, field), "cai_error_t.field");
+    is_int(36, (long long)offsetof(cai_error_t, message),
+           "cai_error_t.message");
+    is_int(64, CAI_MAX_NDIM, "CAI_MAX_NDIM");
+    is_int(1, CAI_OPT_LEGACY_READONLY_OK, "CAI_OPT_LEGACY_READONLY_OK");
+    is_int(2, CAI_OPT_IS_COPIED, "CAI_OPT_IS_COPIED");
+    is_int(1, CAI_RELEASE_BLOCK, "CAI_RELEASE_BLOCK");
+}
+
 int main(void)
 {
     plan_lazy();
+    test_layouts();
     test_null_host();
     test_null_cuda();
     test_unknown_options();
