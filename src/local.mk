@@ -57,3 +57,27 @@ uninstall-caibridge-dirs:
 	    rmdir "$(DESTDIR)$$d" 2>/dev/null; \
 	done; :
 .PHONY: uninstall-caibridge-dirs
+
+# A static libcaibridge.a (configure --enable-static) keeps only the CAI_API
+# functions global: its objects are merged into one (ld -r) whose hidden
+# symbols, the library's internal cai_* functions and globals, are made
+# local (objcopy --localize-hidden), so that none of them can clash with a
+# program's own names.  tests/static-t.sh checks it.
+all-local: src/libcaibridge-static.stamp
+src/libcaibridge-static.stamp: src/libcaibridge.la
+	@a=src/.libs/libcaibridge.a; \
+	if test -f "$$a"; then \
+	  if test -z '$(OBJCOPY)'; then \
+	    echo "$$a: no objcopy: its internal symbols stay global" >&2; \
+	  else \
+	    tmp=$$a.localize; rm -rf "$$tmp" && mkdir "$$tmp" && \
+	    (cd "$$tmp" && $(AR) x ../`basename $$a` && \
+	     $(LD) -r -o caibridge.o *.o && \
+	     $(OBJCOPY) --localize-hidden caibridge.o) && \
+	    rm -f "$$a" && $(AR) cr "$$a" "$$tmp/caibridge.o" && \
+	    $(RANLIB) "$$a" && rm -rf "$$tmp" || exit 1; \
+	  fi; \
+	fi; touch $@
+CLEANFILES += src/libcaibridge-static.stamp
+TESTS += tests/static-t.sh
+EXTRA_DIST += tests/static-t.sh
