@@ -128,7 +128,7 @@ def test_environment_page_lists_every_variable():
         except (UnicodeDecodeError, OSError):
             continue
         # Not a symbol version (CAIBRIDGE_0.1 of src/libcaibridge.map).
-        names |= set(re.findall(r"\b(CAIBRIDGE_[A-Z0-9_]+)(?!\.\d)", text))
+        names |= set(re.findall(r"\b(CAIBRIDGE_[A-Z0-9_]+)\b(?!\.\d)", text))
         macros |= set(re.findall(
             r'(?:#\s*define|#\s*ifndef|defined\(|-D|\[\(")\s*'
             r'(CAIBRIDGE_[A-Z0-9_]+)', text))
