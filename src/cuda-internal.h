@@ -133,6 +133,8 @@ extern pthread_mutex_t cai_runtime_lock;
 void CAI_PRINTF(1, 2) cai_set_problem(const char *fmt, ...);
 int cai_load_from(const char *file, int flags, const char *what);
 void cai_unload_runtime(void);
+/* cai_shutdown: lets the loaded runtime go (dlclose); 1 when one was. */
+int cai_runtime_close(void);
 void cai_found(const char *how, const char *file);
 void cai_load_runtime(void);
 void cai_run_search_hook(void);
@@ -223,6 +225,9 @@ int cai_event_take(struct op *op, const struct cai_fence *fence,
                    cudaEvent_t *event);
 int cai_event_give(const struct cai_fence *fence);
 void cai_event_forget(unsigned long long context_id);
+/* cai_shutdown: turns the pool off and takes one pooled event out into
+ * fence (event, context and its id), 1; 0 when the pool is empty. */
+int cai_event_pool_drain(struct cai_fence *fence);
 int cai_context_id(struct op *op, CUcontext context, unsigned long long *id);
 int cai_context_id_try(struct op *op, CUcontext context,
                        unsigned long long *id);

@@ -359,6 +359,12 @@ int cai_fence_release_owner(const cai_fence_t *fence, intptr_t consumer_stream,
                             unsigned flags, void *owner,
                             cai_release_fn release, cai_error_t *err)
 {
+    if (CAI_UNLIKELY(flags & ~CAI_RELEASE_OPTIONS_KNOWN)) {
+        if (release != NULL)
+            release(owner);
+        return cai_unknown_bits(err, "options",
+                                flags & ~CAI_RELEASE_OPTIONS_KNOWN);
+    }
     return cai_fence_release_owner_at(fence, consumer_stream, NULL, flags,
                                       owner, release, err);
 }

@@ -82,6 +82,11 @@ int cai_fence_record(const cai_desc_t *producer, cai_fence_t **out,
 {
     int rc;
 
+    if (CAI_UNLIKELY(producer == NULL || out == NULL)) {
+        if (out != NULL)
+            *out = NULL;
+        return cai_null_arg(err, producer == NULL ? "producer" : "out");
+    }
     *out = NULL;
     rc = producer_needs_fence(producer, err);
     if (rc <= 0)
@@ -140,6 +145,8 @@ int cai_cuda_order(const cai_desc_t *producer, intptr_t consumer_stream,
 {
     int rc = cai_check_stream_value(consumer_stream, "consumer ", err);
 
+    if (CAI_UNLIKELY(producer == NULL))
+        return cai_null_arg(err, "producer");
     if (rc != 0)
         return rc;
     /* CAI v3, Synchronization: no stream, no ordering; and -1 is the
