@@ -35,6 +35,12 @@ def via_to_dlpack(producer, consumer):
     return lambda: release_capsule(capsule)
 
 
+def via_to_dlpack_no_stream_given(producer, consumer):
+    """to_dlpack of device memory with no stream: read on stream 1."""
+    capsule = caibridge.to_dlpack(producer, max_version=(1, 3))
+    return lambda: release_capsule(capsule)
+
+
 def via_add_dlpack(producer, consumer):
     capsule = producer.__dlpack__(stream=consumer, max_version=(1, 3))
     return lambda: release_capsule(capsule)
@@ -67,6 +73,7 @@ PATHS = {
     via_view: (LEGACY, PER_THREAD),
     via_view_no_stream_given: (LEGACY,),
     via_to_dlpack: (LEGACY, PER_THREAD),
+    via_to_dlpack_no_stream_given: (LEGACY,),
     via_add_dlpack: (LEGACY, PER_THREAD),
     via_caiview: (LEGACY, PER_THREAD),
     via_from_dlpack: (LEGACY, PER_THREAD),
