@@ -175,9 +175,10 @@ int request_prepare(cai_state *st, cai_desc_t *d, const cai_request_t *req)
 }
 
 /* The copy a request with copy=True asks for, after request_prepare: of
- * CUDA memory on the consumer's stream (checked again to read it), else
- * on the host. */
-PyObject *request_copy(cai_state *st, cai_desc_t *d, const cai_request_t *req)
+ * CUDA memory on the consumer's stream (checked again to read it), source
+ * kept until the copy has run; else on the host. */
+PyObject *request_copy(cai_state *st, cai_desc_t *d, const cai_request_t *req,
+                       PyObject *source)
 {
     intptr_t consumer = CAI_STREAM_NO_SYNC;
 
@@ -186,7 +187,7 @@ PyObject *request_copy(cai_state *st, cai_desc_t *d, const cai_request_t *req)
     if ((req->stream != NULL || d->has_stream) &&
         check_stream(st, d, req->stream, &consumer) != 0)
         return NULL;
-    return device_copy_to_capsule(st, d, consumer, req->versioned);
+    return device_copy_to_capsule(st, d, consumer, req->versioned, source);
 }
 
 /*
@@ -221,13 +222,25 @@ PyObject *object_export(cai_state *st, PyObject *obj, PyObject *device,
         return NULL;
     }
     if (prepared == 2) {
+        /* A fence taken now, waited for on the host: the producer's
+         * stream is read just now, on this thread. */
+        PyObject *copy = cai_py_host_wait(st, &d, req->sync) != 0
+                             ? NULL
+                             : host_copy_of_device(st, &d, req->versioned);
+
         Py_XDECREF(keep);
-        return host_copy_of_device(st, &d, req->versioned);
+        return copy;
     }
     if (req->copy) {
-        /* The copy owns its memory: obj and its export go at once. */
-        Py_XDECREF(keep);
-        return request_copy(st, &d, req);
+        /* The copy owns its memory; obj and its export are kept until it
+         * has been made. */
+        PyObject *copy;
+
+        if ((owner = tensor_owner(obj, keep)) == NULL)
+            return NULL;
+        copy = request_copy(st, &d, req, owner);
+        Py_DECREF(owner);
+        return copy;
     }
     if ((owner = tensor_owner(obj, keep)) == NULL)
         return NULL;
