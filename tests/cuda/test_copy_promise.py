@@ -213,7 +213,10 @@ def test_host_copy_waits_without_the_gil(tl, path, where):
         src[:] = NEW
         ran.append(True)
 
-    tl.host_func(a if a is not None else LEGACY, fill)
+    # The host function can run only once the host waits for it.
+    on = a if a is not None else LEGACY
+    tl.fill(on, tl.buffer(), 0, tl.gate(on_host_wait=True))
+    tl.host_func(on, fill)
     capsule = HOST_PATHS[path](PatchedArray(src, a))
     assert tl.violations() == "", "a host wait held the GIL"
     assert ran == [True]
