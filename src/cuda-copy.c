@@ -3,7 +3,9 @@
  * consumer's stream's pool (cudaMallocAsync), filled by copies queued on
  * that stream, so the host never waits; or, for a host consumer, malloc'd
  * memory the host waits for.  The result is C-contiguous.  The caller has
- * already made the stream wait on the producer's fence.
+ * already ordered the copy after the producer (the stream waits on the
+ * fence, or the host did), and keeps the source until the copy has run;
+ * the free goes where the memory lives (cai_cuda_copy_free).
  */
 #include "config.h"
 
@@ -137,16 +139,12 @@ static int enter_copy_context(struct op *op, intptr_t *stream, DLDevice device)
     return cai_enter_stream_context(op, *stream, device, NULL, 1, &none);
 }
 
-/* The stream a copy is queued on: a host copy's, the legacy one (the
- * caller waited for the producer's fence on the host, so no producer
- * stream is named by value); a device copy's, the consumer's, or without
- * one (no sync) the producer's, which the caller named just now, or the
- * legacy default stream. */
-static intptr_t copy_stream(const cai_desc_t *d, intptr_t consumer,
-                            int to_host)
+/* The stream a copy is queued on: the consumer's (a host copy's caller
+ * passes the legacy stream, having waited for the producer's fence on the
+ * host), or without one (no sync) the producer's, which the caller named
+ * just now, or the legacy default stream. */
+static intptr_t copy_stream(const cai_desc_t *d, intptr_t consumer)
 {
-    if (to_host)
-        return CAI_STREAM_LEGACY;
     if (consumer > 0)
         return consumer;
     return d->has_stream && d->stream > 0 ? d->stream : CAI_STREAM_LEGACY;
@@ -186,19 +184,19 @@ static int check_copy_stream(struct op *op, const cai_desc_t *d,
  * legacy stream the free goes on waits for. */
 static cudaEvent_t record_filled(struct op *op, intptr_t stream)
 {
-    cudaEvent_t event = NULL;
+    cudaEvent_t made = NULL;
 
     if (cai_is_default_stream(stream) ||
         cai_op_failed(
             op, "cudaEventCreateWithFlags",
-            cai_rt.event_create_with_flags(&event, cudaEventDisableTiming)))
+            cai_rt.event_create_with_flags(&made, cudaEventDisableTiming)))
         return NULL;
     if (cai_op_failed(op, "cudaEventRecord",
-                      cai_rt.event_record(event, cai_stream_handle(stream)))) {
-        cai_rt.event_destroy(event);
+                      cai_rt.event_record(made, cai_stream_handle(stream)))) {
+        cai_rt.event_destroy(made);
         return NULL;
     }
-    return event;
+    return made;
 }
 
 int cai_cuda_copy(const cai_desc_t *d, intptr_t consumer, int to_host,
@@ -207,7 +205,7 @@ int cai_cuda_copy(const cai_desc_t *d, intptr_t consumer, int to_host,
     struct op op;
     struct plan plan;
     size_t nbytes;
-    intptr_t stream = copy_stream(d, consumer, to_host);
+    intptr_t stream = copy_stream(d, consumer);
     int status, no_memory = 0, other = -1, capturing = 0;
     unsigned long long context_id = 0;
     CUcontext context = NULL;

@@ -26,15 +26,15 @@ typedef struct {
 int cai_copy_nbytes(const cai_desc_t *d, size_t *out);
 
 /* A C-contiguous copy of d's data (CUDA memory) into *out: with to_host,
- * in malloc'd memory, copied on the legacy stream of the data's device and
- * the host waiting for the copy only (the caller has waited on the host
- * for the producer's fence: no producer stream is named); else in memory
- * from cudaMallocAsync on the consumer's stream (without one, the
- * producer's, else the legacy stream), the copy queued there and the host
- * not waiting.  The caller has ordered that stream after the producer, and
- * keeps the source until work queued on out->stream now has run.  A
- * consumer stream of another device than the data's, or one capturing a
- * graph, is refused (CAI_EUNSUPPORTED). */
+ * in malloc'd memory, the host waiting for the copy only; else in memory
+ * from cudaMallocAsync, the host not waiting.  It is queued on consumer
+ * (for a host copy, the legacy stream, the caller having waited for the
+ * producer's fence on the host: no producer stream is named), or without
+ * one (-1) on the producer's stream named just now, else the legacy one;
+ * out->stream says which.  The caller has ordered that stream after the
+ * producer, and keeps the source until work queued on out->stream now has
+ * run.  A consumer stream of another device than the data's, or one
+ * capturing a graph, is refused (CAI_EUNSUPPORTED). */
 int cai_cuda_copy(const cai_desc_t *d, intptr_t consumer, int to_host,
                   cai_copy_t *out, cai_error_t *err);
 

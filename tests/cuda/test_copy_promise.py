@@ -175,6 +175,45 @@ def test_host_copy_waits_on_the_views_fence_not_this_threads_stream_2(tl):
     assert (got == NEW).all(), "the host copy did not wait for the producer"
 
 
+def test_no_stream_copy_of_a_view_names_no_producer_handle(tl):
+    """stream=-1 on a view whose producer's stream was destroyed since the
+    view was made: the copy goes on the legacy stream after the fence."""
+    src = tl.buffer()
+    a = tl.stream()
+    gate = tl.gate()
+    tl.fill(a, src, NEW, gate)
+    view = caibridge.as_dlpack(CAIArray(src, a))
+    tl.c.destroy_stream(a)
+    capsule = view.__dlpack__(stream=-1, copy=True, max_version=(1, 3))
+    assert tl.violations() == "", "the copy named a destroyed stream"
+    tl.open(gate)
+    tl.drain()
+    back, ptr = data_of(capsule)
+    assert ctypes.string_at(ptr, N) == bytes([NEW]) * N
+    del back, capsule, view
+    gc.collect()
+    tl.drain()
+    assert live(tl) == 0
+
+
+def test_copy_onto_a_capturing_stream_is_refused(tl):
+    """Its replays would read the source long after it may be gone."""
+    src = tl.buffer(value=NEW)
+    producer = CAIArray(src, None)
+    b = tl.stream()
+    view = caibridge.as_dlpack(producer)
+    before = sys.getrefcount(producer)
+    tl.c.begin_capture(b, 1)
+    try:
+        with pytest.raises(BufferError, match="capturing"):
+            view.__dlpack__(stream=b, copy=True, max_version=(1, 3))
+    finally:
+        tl.c.end_capture(b)
+    tl.drain()
+    assert live(tl) == 0
+    assert sys.getrefcount(producer) == before
+
+
 def test_host_copy_names_no_producer_handle_destroyed_since_the_view(tl):
     src = tl.buffer()
     a = tl.stream()
@@ -188,8 +227,18 @@ def test_host_copy_names_no_producer_handle_destroyed_since_the_view(tl):
     assert (np.from_dlpack(Host(capsule)) == NEW).all()
 
 
+def caiview_of(producer):
+    """A CAIView of producer's data, ready on producer's stream."""
+    capsule = caibridge.to_dlpack(CAIArray(producer.buf, None),
+                                  max_version=(1, 3))
+    stream = producer.__cuda_array_interface__["stream"]
+    return caibridge.from_dlpack(capsule, stream=stream or LEGACY)
+
+
 HOST_PATHS = {
     "as_dlpack": lambda producer: caibridge.as_dlpack(producer).__dlpack__(
+        dl_device=(1, 0), copy=True),
+    "caiview": lambda producer: caiview_of(producer).__dlpack__(
         dl_device=(1, 0), copy=True),
     "to_dlpack": lambda producer: caibridge.to_dlpack(
         producer, dl_device=(1, 0), copy=True),
