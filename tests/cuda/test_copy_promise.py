@@ -145,6 +145,29 @@ def test_default_stream_copy_is_freed_in_its_own_context(tl, stream):
         tl.c.set_current_context(before)
 
 
+def test_copy_of_an_ended_context_is_not_freed_there(tl):
+    """The context the copy was made in was destroyed before the release
+    (its memory with it): nothing is named in it."""
+    destroy = tl.lib.cuCtxDestroy_v2
+    destroy.argtypes, destroy.restype = [ctypes.c_void_p], ctypes.c_int
+    before = tl.c.current_context()
+    made_in = tl.c.create_context(0)
+    try:
+        tl.c.set_current_context(made_in)
+        src = tl.buffer(value=NEW)
+        capsule = caibridge.to_dlpack(CAIArray(src, None), stream=LEGACY,
+                                      copy=True)
+        tl.drain()
+        tl.c.set_current_context(before)
+        assert destroy(made_in) == 0
+        del capsule
+        gc.collect()
+        assert tl.violations() == "", "the free named an ended context"
+    finally:
+        tl.c.set_current_context(before)
+    tl.base = tl.c.live_async_allocations()   # gone with the context
+
+
 @pytest.mark.parametrize("path", [via_view, via_to_dlpack],
                          ids=lambda f: f.__name__)
 def test_copy_onto_another_devices_stream_is_refused(tl, path):
