@@ -3,9 +3,23 @@
  * and DLPack.
  *
  * The core has no Python dependency.  Every function returns 0 (CAI_OK) or a
- * negative cai_status, and fills an optional caller-owned cai_error_t with a
- * message that names the field and the rule broken.  There is no global error
- * state, so every function may be called from any thread.
+ * negative cai_status_t, and fills an optional caller-owned cai_error_t with
+ * a message that names the field and the rule broken.  There is no global
+ * error state, so every function may be called from any thread.
+ *
+ * Rules every function keeps (the comments below say only what differs):
+ * - NULL: err may always be NULL.  Any other pointer argument that a
+ *   comment does not allow to be NULL is checked: a NULL one fails with
+ *   CAI_EINVAL and err's field names the argument ("out", "desc").  A
+ *   conversion still releases its owner then.
+ * - Options: a bit of an options argument this library does not know
+ *   (a newer header's) fails with CAI_EINVAL naming the bits; it is never
+ *   ignored.
+ * - Outputs: after a failure a caller-owned result holds nothing to use,
+ *   except where a comment says what it holds (NULL, 0).
+ * - ABI: see "The ABI promise" in docs/reference/c.rst.  The exported
+ *   functions carry the symbol version CAIBRIDGE_0.1; the structs below
+ *   keep their layout for as long as the soname libcaibridge.so.0 lasts.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -43,12 +57,12 @@
 #define CAI_API
 #endif
 
+/* No nonnull attribute: the library checks its pointers (CAI_EINVAL), and
+ * the attribute would let a compiler drop those checks. */
 #if defined(__GNUC__)
 #define CAI_WUR __attribute__((warn_unused_result))
-#define CAI_NONNULL(...) __attribute__((nonnull(__VA_ARGS__)))
 #else
 #define CAI_WUR
-#define CAI_NONNULL(...)
 #endif
 
 #ifdef __cplusplus
@@ -66,6 +80,7 @@ extern "C" {
 #define CAI_STREAM_PER_THREAD ((intptr_t)2) /* cudaStreamPerThread */
 #define CAI_STREAM_NO_SYNC ((intptr_t)-1)   /* consumer: do not order */
 
+/* What every function returns: 0 or one of the negative values. */
 typedef enum cai_status {
     CAI_OK = 0,
     CAI_EINVAL = -1,       /* malformed descriptor or argument */
@@ -75,9 +90,12 @@ typedef enum cai_status {
     CAI_EVERSION = -5,     /* DLPack major version other than ours */
     CAI_ENOCUDA = -6,      /* no usable CUDA runtime or driver */
     CAI_ECUDA = -7         /* a CUDA runtime call failed */
-} cai_status;
+} cai_status_t;
+/* The name before 0.1.0 had _t, kept. */
+typedef cai_status_t cai_status;
 
-/* Filled on failure; status is 0 on success.  field is "" when none applies. */
+/* Filled on failure; status is 0 on success.  field is "" when none applies.
+ * Both strings are always NUL-terminated. */
 typedef struct cai_error {
     int status;
     char field[32];
@@ -89,8 +107,19 @@ typedef struct cai_error {
  *
  * data already includes any byte offset.  strides are in bytes and are read
  * only when has_strides is set; otherwise the layout is C-contiguous.
+ * Only shape[0..ndim) and strides[0..ndim) are read.
+ *
+ * version is the CAI (or array interface) version the producer's dict
+ * declared, 0 to 3; anything else is refused.  A C producer sets 3.  It
+ * changes nothing in a conversion: the CAI v3 rules (a stream of 0
+ * refused, a mask refused) apply to every version, and from_* write 3.
+ *
  * device.device_type == 0 means "not known yet": cai_cuda_locate() fills it
- * for CAI pointers, and host arrays use kDLCPU.
+ * for CAI pointers, and host arrays use kDLCPU.  cai_desc_validate, the
+ * conversions and the from_* functions apply one set of rules: a device
+ * type DLPack defines (0 is refused with CAI_EINVAL, an unknown one with
+ * CAI_EUNSUPPORTED), a device_id >= 0, and a dtype code DLPack defines
+ * (CAI_EUNSUPPORTED otherwise), then the layout's rules.
  */
 typedef struct cai_desc {
     void *data;
@@ -107,10 +136,13 @@ typedef struct cai_desc {
     int64_t strides[CAI_MAX_NDIM];
 } cai_desc_t;
 
-/* Called exactly once with the owner passed to a conversion. */
+/* Called exactly once with the owner passed to a conversion.  Wherever a
+ * release is taken it may be NULL: then nothing is called, and owner is
+ * only carried (a DLPack tensor's manager_ctx). */
 typedef void (*cai_release_fn)(void *owner);
 
-/* Options for the conversions to DLPack. */
+/* Options for the conversions to DLPack (their options argument); any
+ * other bit is refused. */
 enum {
     /* Export read-only data as a legacy tensor anyway (the caller opted in). */
     CAI_OPT_LEGACY_READONLY_OK = 1u << 0,
@@ -124,30 +156,36 @@ CAI_API const char *cai_version(void);
 /* The short English name of a status ("invalid descriptor"), a static string. */
 CAI_API const char *cai_status_name(int status);
 
-/* Reads typestr (len bytes, no NUL needed) into *out; nothing is allocated. */
+/* Reads typestr (len bytes, no NUL needed) into *out; nothing is allocated.
+ * typestr and out must not be NULL (CAI_EINVAL). */
 CAI_API int cai_typestr_parse(const char *typestr, size_t len, DLDataType *out,
-                              cai_error_t *err) CAI_WUR CAI_NONNULL(1, 3);
+                              cai_error_t *err) CAI_WUR;
 
-/* Writes dtype's NUL-terminated typestr into out, which the caller owns. */
+/* Writes dtype's NUL-terminated typestr into out, which the caller owns
+ * (not NULL). */
 CAI_API int cai_typestr_format(DLDataType dtype, char out[CAI_TYPESTR_MAX],
-                               cai_error_t *err) CAI_WUR CAI_NONNULL(2);
+                               cai_error_t *err) CAI_WUR;
 
 /* Bytes per element of dtype, or 0 when it is not whole bytes. */
 CAI_API int64_t cai_dtype_itemsize(DLDataType dtype);
 
 /* Writes ndim element strides into out (caller-owned); refuses any byte
- * stride that is not a multiple of itemsize on a dimension longer than 1. */
+ * stride that is not a multiple of itemsize on a dimension longer than 1.
+ * shape, bytes and out may be NULL only when ndim is 0 or less. */
 CAI_API int cai_strides_bytes_to_elements(int ndim, const int64_t *shape,
                                           const int64_t *bytes,
                                           int64_t itemsize, int64_t *out,
                                           cai_error_t *err) CAI_WUR;
 
-/* Writes ndim byte strides into out (caller-owned), refusing overflow. */
+/* Writes ndim byte strides into out (caller-owned), refusing overflow.
+ * elements and out may be NULL only when ndim is 0 or less. */
 CAI_API int cai_strides_elements_to_bytes(int ndim, const int64_t *elements,
                                           int64_t itemsize, int64_t *out,
                                           cai_error_t *err) CAI_WUR;
 
-/* 1 when byte strides (NULL: none given) describe a C-contiguous layout. */
+/* 1 when byte strides (NULL: none given) describe a C-contiguous layout,
+ * else 0 (a status is never returned).  With strides, a NULL shape gives 0
+ * unless ndim is 0 or less. */
 CAI_API int cai_is_c_contiguous(int ndim, const int64_t *shape,
                                 const int64_t *strides_bytes,
                                 int64_t itemsize);
@@ -163,29 +201,33 @@ CAI_API int cai_is_c_contiguous(int ndim, const int64_t *shape,
  * layout whose extent or element count does not fit in int64_t fails with
  * CAI_EINVAL naming shape, strides[i] or offset, so a buffer of len bytes
  * holds the array exactly when *lo >= 0 && *hi <= len.  No pointer is read
- * or formed.  On failure *lo = *hi = 0.
+ * or formed.  On failure *lo = *hi = 0 (those of them not NULL).  lo and
+ * hi must not be NULL; shape may be NULL only when ndim is 0.
  */
 CAI_API int cai_layout_extent(int ndim, const int64_t *shape,
                               const int64_t *strides_bytes, int64_t itemsize,
                               int64_t byte_offset, int64_t *lo, int64_t *hi,
-                              cai_error_t *err) CAI_WUR CAI_NONNULL(6, 7);
+                              cai_error_t *err) CAI_WUR;
 
-/* Checks every rule a descriptor must follow to be converted; reads only. */
-CAI_API int cai_desc_validate(const cai_desc_t *desc, cai_error_t *err) CAI_WUR
-    CAI_NONNULL(1);
+/* Checks every rule a descriptor must follow to be converted, the same
+ * rules and statuses as the conversions; reads only.  desc: not NULL. */
+CAI_API int cai_desc_validate(const cai_desc_t *desc,
+                              cai_error_t *err) CAI_WUR;
 
 /*
  * Builds a DLManagedTensorVersioned that views desc's memory.  The owner is
  * always consumed: on success the tensor's deleter calls release(owner) once,
- * and on failure release(owner) is called once before this returns.  The
- * tensor, its shape and its strides are one allocation freed by its deleter.
+ * and on failure release(owner) is called once before this returns (a NULL
+ * desc or out, or an unknown options bit, included).  release may be NULL.
+ * The tensor, its shape and its strides are one allocation freed by its
+ * deleter, which is never NULL.  *out is NULL on failure.  desc is only
+ * read, and may be reused or freed as soon as this returns.
  */
 CAI_API int cai_desc_to_dlpack_versioned(const cai_desc_t *desc,
                                          unsigned options, void *owner,
                                          cai_release_fn release,
                                          DLManagedTensorVersioned **out,
-                                         cai_error_t *err) CAI_WUR
-    CAI_NONNULL(1, 5);
+                                         cai_error_t *err) CAI_WUR;
 
 /*
  * Builds a legacy DLManagedTensor that views desc's memory, with the same
@@ -194,12 +236,17 @@ CAI_API int cai_desc_to_dlpack_versioned(const cai_desc_t *desc,
  */
 CAI_API int cai_desc_to_dlpack(const cai_desc_t *desc, unsigned options,
                                void *owner, cai_release_fn release,
-                               DLManagedTensor **out, cai_error_t *err) CAI_WUR
-    CAI_NONNULL(1, 5);
+                               DLManagedTensor **out,
+                               cai_error_t *err) CAI_WUR;
 
-/* Describes a borrowed DLTensor in *out; the tensor stays the caller's. */
+/*
+ * Describes a borrowed DLTensor in *out; the tensor stays the caller's, and
+ * out's data points into it.  tensor and out must not be NULL; on failure
+ * *out holds nothing to use.  The from_* functions never call a deleter:
+ * a tensor whose deleter is NULL is described all the same.
+ */
 CAI_API int cai_desc_from_dltensor(const DLTensor *tensor, cai_desc_t *out,
-                                   cai_error_t *err) CAI_WUR CAI_NONNULL(1, 2);
+                                   cai_error_t *err) CAI_WUR;
 
 /*
  * Describes a borrowed versioned tensor in *out; the tensor stays owned by
@@ -209,25 +256,24 @@ CAI_API int cai_desc_from_dltensor(const DLTensor *tensor, cai_desc_t *out,
  */
 CAI_API int cai_desc_from_dlpack_versioned(const DLManagedTensorVersioned *t,
                                            cai_desc_t *out,
-                                           cai_error_t *err) CAI_WUR
-    CAI_NONNULL(1, 2);
+                                           cai_error_t *err) CAI_WUR;
 
-/* Describes a borrowed legacy tensor in *out; the tensor stays the caller's. */
+/* Describes a borrowed legacy tensor in *out; the tensor stays the caller's.
+ * As cai_desc_from_dltensor. */
 CAI_API int cai_desc_from_dlpack(const DLManagedTensor *t, cai_desc_t *out,
-                                 cai_error_t *err) CAI_WUR CAI_NONNULL(1, 2);
+                                 cai_error_t *err) CAI_WUR;
 
-/* ---- CUDA (runtime resolved at first use; see README "CUDA") ---- */
+/* ---- CUDA (runtime resolved at first use; see docs/cuda.rst) ---- */
 
 /* 1 when this build has CUDA support compiled in. */
 CAI_API int cai_cuda_built(void);
 
 /*
  * Loads the CUDA runtime if needed and writes its version (e.g. 13000) to
- * *version, which the caller owns.  Fails with CAI_ENOCUDA when no runtime
- * can be loaded.
+ * *version, which the caller owns (not NULL; 0 on failure).  Fails with
+ * CAI_ENOCUDA when no runtime can be loaded.
  */
-CAI_API int cai_cuda_runtime_version(int *version, cai_error_t *err) CAI_WUR
-    CAI_NONNULL(1);
+CAI_API int cai_cuda_runtime_version(int *version, cai_error_t *err) CAI_WUR;
 
 /*
  * Finds where ptr lives and writes it to *out (caller-owned); nothing is
@@ -238,18 +284,19 @@ CAI_API int cai_cuda_runtime_version(int *version, cai_error_t *err) CAI_WUR
  * freed device pointer, which CUDA cannot tell from it) fails with
  * CAI_EUNSUPPORTED.  A NULL ptr (zero-size array) takes the device of the
  * thread's current CUDA context, else the runtime's current device, and
- * creates no context.
+ * creates no context.  out must not be NULL; on failure its device_type
+ * is 0.
  */
 CAI_API int cai_cuda_locate(const void *ptr, DLDevice *out,
-                            cai_error_t *err) CAI_WUR CAI_NONNULL(2);
+                            cai_error_t *err) CAI_WUR;
 
 /*
  * Like cai_cuda_locate for desc->data, but a zero-size array whose producer
  * names a stream handle takes that stream's device.  desc stays the
- * caller's and is only read; *out is caller-owned.
+ * caller's and is only read; *out is caller-owned.  Neither may be NULL.
  */
 CAI_API int cai_cuda_locate_desc(const cai_desc_t *desc, DLDevice *out,
-                                 cai_error_t *err) CAI_WUR CAI_NONNULL(1, 2);
+                                 cai_error_t *err) CAI_WUR;
 
 /*
  * The stream value for a raw cudaStream_t handle, as the __cuda_stream__
@@ -267,11 +314,10 @@ CAI_API intptr_t cai_cuda_stream_from_handle(uintptr_t handle);
  * stream and device are read.  No CUDA call is made when the producer has
  * no stream, when the consumer passes CAI_STREAM_NO_SYNC, or when both are
  * the same stream.  A consumer stream of 0 is refused (CAI_EINVAL).
- * Nothing is allocated; producer stays the caller's.
+ * Nothing is allocated; producer stays the caller's (not NULL).
  */
 CAI_API int cai_cuda_order(const cai_desc_t *producer,
-                           intptr_t consumer_stream, cai_error_t *err) CAI_WUR
-    CAI_NONNULL(1);
+                           intptr_t consumer_stream, cai_error_t *err) CAI_WUR;
 
 /* Blocks the host until all work queued on stream has finished; nothing is
  * owned. */
@@ -296,10 +342,20 @@ typedef struct cai_fence cai_fence_t;
  * thread queued nothing).  The event is created in the stream's context
  * (the data's device for the default streams 1 and 2 with device memory),
  * and the caller's exact current context, NULL included, is restored.  On
- * failure *out is NULL and nothing is left allocated.
+ * failure *out is NULL and nothing is left allocated.  producer and out
+ * must not be NULL.
+ *
+ * Threads: a fence may be used from several threads at once (wait,
+ * wait_once, synchronize, release, release_owner, share): what those calls
+ * keep in it (the streams waited, the owners' count, whether a capture
+ * named it) is guarded by a lock or kept atomic.  They take a const fence
+ * because they never change what it stands for, the point recorded in
+ * the producer's stream; that bookkeeping is never the caller's to read.
+ * cai_fence_destroy is the exception: each owner calls it once, when no
+ * other call of that owner on the fence can still run.
  */
 CAI_API int cai_fence_record(const cai_desc_t *producer, cai_fence_t **out,
-                             cai_error_t *err) CAI_WUR CAI_NONNULL(1, 2);
+                             cai_error_t *err) CAI_WUR;
 
 /*
  * Makes consumer_stream wait on fence on the device, without blocking the
@@ -341,16 +397,23 @@ CAI_API int cai_fence_release(const cai_fence_t *fence,
                               intptr_t consumer_stream,
                               cai_error_t *err) CAI_WUR;
 
-/* cai_fence_release_owner: the host waits for the consumer's work before
- * release runs (for producers that write in place right after). */
-#define CAI_RELEASE_BLOCK 1u
+/* Options for cai_fence_release_owner; any other bit is refused.
+ * CAI_RELEASE_BLOCK is for producers that write in place right after. */
+enum {
+    /* The host waits for the consumer's work, then release runs. */
+    CAI_RELEASE_BLOCK = 1u << 0
+};
 
 /*
  * The reverse edge for a producer's owner: records an event on
  * consumer_stream and keeps owner until that event has completed, when
- * release(owner) runs.  Nothing blocks.  When there is nothing to wait for
- * (NULL fence, CAI_STREAM_NO_SYNC, the fence's own stream handle, no CUDA
- * context on a default stream), or on failure, release runs at once, on
+ * release(owner) runs.  Nothing blocks.  It depends on consumer_stream
+ * alone: a NULL fence (a producer with nothing to order) and the fence's
+ * own stream handle still keep owner, as the consumer's work still reads
+ * the data.  When there is nothing to wait for (CAI_STREAM_NO_SYNC, no
+ * CUDA context on a default stream), or on failure, release runs at once
+ * (after the host has waited for a default stream whose record failed, as
+ * the consumer's work there may still run), on
  * this thread, before this call returns.  Otherwise it is deferred: it
  * runs once the event has completed (or its context is gone), inside the
  * first cai_release_poll or cai_fence_release_owner call that finds it so,
@@ -359,12 +422,16 @@ CAI_API int cai_fence_release(const cai_fence_t *fence,
  * call caibridge again.  In C nothing else runs deferred releases (in
  * Python the module's release waiter does): a library must call
  * cai_release_poll (from its own loop, or with wait nonzero before it
- * unloads or at exit), or the deferred owners are never released.  With CAI_RELEASE_BLOCK the host waits for the event here and
- * release runs before this call returns.  The fence may be destroyed as
- * soon as this returns.  consumer_stream follows cai_fence_release's rule.
+ * unloads or at exit), or the deferred owners are never released.  With
+ * CAI_RELEASE_BLOCK in options the host waits for the event here and
+ * release runs before this call returns; an unknown options bit fails
+ * with CAI_EINVAL, release run at once.  release may be NULL: nothing is
+ * run for the owner.  The
+ * fence may be destroyed as soon as this returns.  consumer_stream follows
+ * cai_fence_release's rule.
  */
 CAI_API int cai_fence_release_owner(const cai_fence_t *fence,
-                                    intptr_t consumer_stream, unsigned flags,
+                                    intptr_t consumer_stream, unsigned options,
                                     void *owner, cai_release_fn release,
                                     cai_error_t *err) CAI_WUR;
 
@@ -372,9 +439,11 @@ CAI_API int cai_fence_release_owner(const cai_fence_t *fence,
  * Runs, on the calling thread, the release callbacks of
  * cai_fence_release_owner whose consumer's work has finished (asked with
  * cuEventQuery, only the oldest of each stream until one is not done);
- * with wait nonzero the host waits for all of them first (at exit).
- * Without pending releases it makes no CUDA call.  A failed query is
- * reported, and its owner released all the same.  In C, caibridge has no
+ * with wait nonzero the host waits for all of them first (at exit), with
+ * no lock held, so other threads' calls are not held behind it.  Without
+ * pending releases it makes no CUDA call.  A failed query is reported; its
+ * owner is released only when the error says the work can never run (a
+ * sticky launch error, 700-719), else it stays pending.  In C, caibridge has no
  * thread of its own (the Python module's release waiter calls this): a
  * library that defers releases must call it, or the deferred owners are
  * never released.
@@ -410,6 +479,21 @@ CAI_API int cai_fence_wait_once(const cai_fence_t *fence,
  * when CUDA reports an error, which is returned.
  */
 CAI_API int cai_fence_destroy(cai_fence_t *fence, cai_error_t *err);
+
+/*
+ * Frees what caibridge keeps for the process, for a plugin that is about
+ * to be unloaded (dlclose) or a program about to exit: the pooled CUDA
+ * events (destroyed in their contexts) and the CUDA runtime it loaded
+ * (dlclose).  The rules: call it last, after every fence is destroyed,
+ * every tensor made from a fence is gone and no other thread is in a
+ * caibridge call; make no CUDA call of caibridge after it.  A deferred
+ * release still pending (cai_fence_release_owner) makes it fail with
+ * CAI_EINVAL naming "releases", freeing nothing: call
+ * cai_release_poll(1, &err) first.  Without CUDA, or with no runtime
+ * loaded, it frees nothing and returns 0.  The host functions
+ * (typestr, layout, descriptors, conversions) keep working after it.
+ */
+CAI_API int cai_shutdown(cai_error_t *err);
 
 #ifdef __cplusplus
 }

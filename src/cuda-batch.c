@@ -101,6 +101,7 @@ int cai_fence_wait_once_at(const cai_fence_t *fence, intptr_t consumer_stream,
     struct cai_waited key;
     struct op op;
     int rc = cai_consumer_waits(fence, consumer_stream, err), proven;
+    int capturing = 0;
 
     if (at != NULL)
         at->context = NULL;
@@ -113,7 +114,11 @@ int cai_fence_wait_once_at(const cai_fence_t *fence, intptr_t consumer_stream,
     if (rc != 0)
         return rc;
     proven = stream_key(&op, consumer_stream, &key);
-    if (proven && waited(fence, &key)) {
+    /* A stream that began capturing since its wait needs the wait again,
+     * inside the capture: the graph may be launched anywhere later. */
+    if (proven && waited(fence, &key) &&
+        cai_stream_capturing(&op, consumer_stream, &capturing) == 0 &&
+        !capturing) {
         /* Already ordered: at release the default stream is where it was
          * at that wait, the very context named by key. */
         if (at != NULL && cai_is_default_stream(consumer_stream)) {

@@ -10,6 +10,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cuda-internal.h"
 #include "cuda-release.h"
@@ -242,6 +243,27 @@ int cai_event_give(const struct cai_fence *fence)
     }
     pthread_mutex_unlock(&pool_lock);
     return kept;
+}
+
+int cai_event_pool_drain(struct cai_fence *fence)
+{
+    int i, found = 0;
+
+    (void)pooling(); /* read the limit first, so it stays 0 below */
+    pthread_mutex_lock(&pool_lock);
+    limit = 0; /* nothing given back is kept from here on */
+    for (i = 0; i < POOL_CONTEXTS && !found; i++) {
+        if (pools[i].count == 0)
+            continue;
+        memset(fence, 0, sizeof *fence);
+        fence->event = pools[i].events[--pools[i].count];
+        fence->context = pools[i].context;
+        fence->have_context = 1;
+        fence->context_id = pools[i].context_id;
+        found = 1;
+    }
+    pthread_mutex_unlock(&pool_lock);
+    return found;
 }
 
 void cai_event_forget(unsigned long long context_id)

@@ -169,6 +169,30 @@ int cai_fence_alive(struct op *op, const cai_fence_t *fence)
     return cai_context_alive(op, fence->context, fence->context_id);
 }
 
+/* Whether stream is the handle the fence was recorded on, proven by the
+ * stream's id (cuStreamGetId, never reused), never by the handle's value
+ * alone: a destroyed stream's handle may name a new stream since. */
+static int same_handle(const cai_fence_t *fence, intptr_t stream)
+{
+    unsigned long long id = 0;
+
+    return !cai_is_default_stream(stream) && stream == fence->stream &&
+           fence->stream_id != 0 && cai_drv.stream_get_id != NULL &&
+           cai_drv.stream_get_id((CUstream)cai_stream_handle(stream), &id) ==
+               CUDA_SUCCESS &&
+           id == fence->stream_id;
+}
+
+/* Whether stream is capturing a graph (any state but none), within op. */
+int cai_stream_capturing(struct op *op, intptr_t stream, int *capturing)
+{
+    enum cudaStreamCaptureStatus state;
+    int rc = capture_state(op, stream, &state);
+
+    *capturing = rc == 0 && state != cudaStreamCaptureStatusNone;
+    return rc;
+}
+
 /* Makes stream wait on fence within op; known: the context of a default
  * stream.  *refusal says why nothing was queued, if so; *entered (when
  * given) is the context a default stream was found in, else NULL. */
@@ -184,6 +208,15 @@ static int wait_in(struct op *op, const cai_fence_t *fence, intptr_t stream,
     *refusal = NULL;
     if (fence->event == NULL)
         return 0;
+    /* The very stream the fence was recorded on, proven by its id and not
+     * capturing (a graph may be launched anywhere later): its work is
+     * already in order.  Neither call needs the stream's context. */
+    if (!fence->captured && same_handle(fence, stream)) {
+        if (capture_state(op, stream, &state) != 0)
+            return -1;
+        if (state == cudaStreamCaptureStatusNone)
+            return 0;
+    }
     /* Its context is gone, and its work with it: nothing to wait for.
      * Not knowing is an error, never "unordered". */
     alive = cai_fence_alive(op, fence);
@@ -299,8 +332,16 @@ static int record_fence_in(struct op *op, const cai_desc_t *producer,
     fence = calloc(1, sizeof *fence);
     if (fence == NULL)
         return cai_fail(err, CAI_ENOMEM, "stream", "no memory for a fence");
-    if (op->have_saved || cai_ctx_save(op) == 0)
-        record_in(op, producer->stream, producer->device, NULL, fence);
+    if ((op->have_saved || cai_ctx_save(op) == 0) &&
+        record_in(op, producer->stream, producer->device, NULL, fence) == 0 &&
+        fence->event != NULL && !cai_is_default_stream(fence->stream) &&
+        cai_drv.stream_get_id != NULL &&
+        cai_drv.stream_get_id((CUstream)cai_stream_handle(fence->stream),
+                              &fence->stream_id) != CUDA_SUCCESS)
+        /* A kept fence knows its handle's stream by id, so that a consumer
+         * naming that handle later is proven the same stream, not one
+         * that took the handle over.  Unknown: it waits. */
+        fence->stream_id = 0;
     /* Destroyed before the restore, so its context is not left current. */
     if (op->call != NULL)
         cai_destroy_in(op, fence);
@@ -412,6 +453,20 @@ int cai_synchronize(intptr_t stream, cai_error_t *err)
     return cai_op_finish(&op, "", NULL, err);
 }
 
+/* The host waits for a default stream's work, within op (its first failure
+ * kept): in known's context, else the one that holds device's data. */
+void cai_host_wait_stream_in(struct op *op, intptr_t stream, DLDevice device,
+                             const CUcontext *known)
+{
+    int none = 0;
+
+    if ((op->have_saved || cai_ctx_save(op) == 0) &&
+        cai_enter_stream_context(op, stream, device, known, 0, &none) == 0 &&
+        !none)
+        cai_op_failed(op, "cudaStreamSynchronize",
+                      host_wait_stream(cai_stream_handle(stream)));
+}
+
 /* A device without concurrent managed access forbids the host to touch
  * managed memory while any kernel runs there, not only the producer's:
  * the host waits for the whole device (of the fence's context). */
@@ -482,8 +537,13 @@ int cai_fence_release(const cai_fence_t *fence, intptr_t consumer_stream,
     struct op op;
     int rc = cai_consumer_waits(fence, consumer_stream, err);
 
+    /* Only the producer's default streams are ever made to wait: on its
+     * own handle nothing is needed, whatever stream now holds it. */
     if (rc <= 0)
         return rc;
+    if (consumer_stream == fence->stream &&
+        !cai_is_default_stream(consumer_stream))
+        return cai_ok(err);
     rc = cai_op_begin(&op, "stream", err);
     if (rc != 0)
         return rc;

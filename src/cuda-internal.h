@@ -133,6 +133,8 @@ extern pthread_mutex_t cai_runtime_lock;
 void CAI_PRINTF(1, 2) cai_set_problem(const char *fmt, ...);
 int cai_load_from(const char *file, int flags, const char *what);
 void cai_unload_runtime(void);
+/* cai_shutdown: lets the loaded runtime go (dlclose); 1 when one was. */
+int cai_runtime_close(void);
 void cai_found(const char *how, const char *file);
 void cai_load_runtime(void);
 void cai_run_search_hook(void);
@@ -203,6 +205,7 @@ struct cai_fence {
                            graph's node names the event and it never goes
                            back to the pool */
     unsigned long long context_id; /* cuCtxGetId's, 0: unknown */
+    unsigned long long stream_id;  /* a handle's cuStreamGetId, 0: unknown */
     unsigned long long thread;     /* cai_thread_id() of the recorder */
     int refs; /* atomic: owners beyond the first (cai_fence_share) */
     /* Consumer streams already made to wait on it (cuda-batch.c), under
@@ -222,6 +225,9 @@ int cai_event_take(struct op *op, const struct cai_fence *fence,
                    cudaEvent_t *event);
 int cai_event_give(const struct cai_fence *fence);
 void cai_event_forget(unsigned long long context_id);
+/* cai_shutdown: turns the pool off and takes one pooled event out into
+ * fence (event, context and its id), 1; 0 when the pool is empty. */
+int cai_event_pool_drain(struct cai_fence *fence);
 int cai_context_id(struct op *op, CUcontext context, unsigned long long *id);
 int cai_context_id_try(struct op *op, CUcontext context,
                        unsigned long long *id);
@@ -237,6 +243,9 @@ int cai_fence_alive(struct op *op, const cai_fence_t *fence);
 void cai_destroy_in(struct op *op, struct cai_fence *fence);
 int cai_op_finish(struct op *op, const char *whose, const char *refusal,
                   cai_error_t *err);
+int cai_stream_capturing(struct op *op, intptr_t stream, int *capturing);
+void cai_host_wait_stream_in(struct op *op, intptr_t stream, DLDevice device,
+                             const CUcontext *known);
 int cai_release_record(struct op *op, DLDevice device,
                        intptr_t consumer_stream, const CUcontext *known,
                        struct cai_fence *back, const char **refusal);

@@ -195,12 +195,16 @@ static int locate(const void *ptr, intptr_t stream, DLDevice *out,
 
 int cai_cuda_locate(const void *ptr, DLDevice *out, cai_error_t *err)
 {
+    if (CAI_UNLIKELY(out == NULL))
+        return cai_null_arg(err, "out");
     return locate(ptr, 0, out, err);
 }
 
 int cai_cuda_locate_desc(const cai_desc_t *desc, DLDevice *out,
                          cai_error_t *err)
 {
+    if (CAI_UNLIKELY(desc == NULL || out == NULL))
+        return cai_null_arg(err, desc == NULL ? "desc" : "out");
     return locate(desc->data, desc->has_stream ? desc->stream : 0, out, err);
 }
 

@@ -27,6 +27,8 @@ int cai_cuda_built(void)
 
 int cai_cuda_runtime_version(int *version, cai_error_t *err)
 {
+    if (version == NULL)
+        return cai_null_arg(err, "version");
     *version = 0;
     return no_cuda("", err);
 }
@@ -34,6 +36,8 @@ int cai_cuda_runtime_version(int *version, cai_error_t *err)
 int cai_cuda_locate(const void *ptr, DLDevice *out, cai_error_t *err)
 {
     (void)ptr;
+    if (out == NULL)
+        return cai_null_arg(err, "out");
     out->device_type = (DLDeviceType)0;
     out->device_id = 0;
     return no_cuda("data", err);
@@ -42,6 +46,8 @@ int cai_cuda_locate(const void *ptr, DLDevice *out, cai_error_t *err)
 int cai_cuda_locate_desc(const cai_desc_t *desc, DLDevice *out,
                          cai_error_t *err)
 {
+    if (desc == NULL)
+        return cai_null_arg(err, "desc");
     return cai_cuda_locate(desc->data, out, err);
 }
 
@@ -107,7 +113,9 @@ int cai_fence_release_owner(const cai_fence_t *fence, intptr_t consumer_stream,
 {
     int rc = cai_fence_release(fence, consumer_stream, err);
 
-    (void)flags;
+    if (rc == 0 && (flags & ~CAI_RELEASE_OPTIONS_KNOWN))
+        rc = cai_unknown_bits(err, "options",
+                              flags & ~CAI_RELEASE_OPTIONS_KNOWN);
     if (release != NULL)
         release(owner);
     return rc;
@@ -174,6 +182,11 @@ void cai_release_set_waker(void (*fn)(void))
 }
 
 int cai_release_ready(void)
+{
+    return 0;
+}
+
+int cai_release_watchable(void)
 {
     return 0;
 }

@@ -135,17 +135,26 @@ static int add_pending(struct pending *p)
     return 0;
 }
 
-/* Asks whether p's event has completed, within op: 1 done, 0 not yet, -1
- * the answer is unknown (reported in op; p stays pending).  wait: the host
- * waits for it instead (at exit). */
-static int ask(struct op *op, struct pending *p, int wait)
+/* Whether a failed query means the consumer's work will never run: a
+ * sticky launch failure (700-719: illegal address, launch failed, ...),
+ * after which the context takes no more work.  Any other failure is no
+ * answer. */
+static int never_runs(int rc)
+{
+    return rc >= CUDA_ERROR_ILLEGAL_ADDRESS && rc <= CUDA_ERROR_LAUNCH_FAILED;
+}
+
+/* Asks whether p's event has completed, within op, never waiting: 1 done,
+ * 0 not yet, -1 the answer is unknown (reported in op; p stays pending, to
+ * be asked again, so its producer never goes early). */
+static int ask(struct op *op, struct pending *p)
 {
     int alive;
     int rc;
 
     if (p->done)
         return 1;
-    if (!wait && cai_drv.event_query != NULL) {
+    if (cai_drv.event_query != NULL) {
         /* Needs no context.  A dead event answers with an error (an
          * H200's: 201), so its context is asked only then; an answer for
          * another's event that reused the handle delays, never hurries,
@@ -157,8 +166,11 @@ static int ask(struct op *op, struct pending *p, int wait)
             alive = cai_fence_alive(op, &p->back);
             if (alive < 0)
                 return -1;
-            if (alive > 0)
+            if (alive > 0) {
                 cai_op_failed(op, "cuEventQuery", rc);
+                if (!never_runs(rc))
+                    return -1;
+            }
         }
         p->done = 1;
         return 1;
@@ -173,27 +185,54 @@ static int ask(struct op *op, struct pending *p, int wait)
     if (!op->have_saved)
         (void)cai_ctx_save(op);
     cai_enter_fence_context(op, &p->back);
-    if (wait) {
-        rc = cai_host_wait_event(p->back.event);
-    } else {
-        rc = cai_rt.event_query(p->back.event);
-        /* "Not ready" is an answer, no one's error. */
-        if (rc == cudaErrorNotReady)
-            cai_rt.get_last_error();
-    }
-    if (rc == cudaErrorNotReady)
+    rc = cai_rt.event_query(p->back.event);
+    /* "Not ready" is an answer, no one's error. */
+    if (rc == cudaErrorNotReady) {
+        cai_rt.get_last_error();
         return 0;
-    /* A sticky error: the consumer's work will never run, so its release
-     * goes, and the error is reported. */
-    if (rc != cudaSuccess)
-        cai_op_failed(op, wait ? "cudaEventSynchronize" : "cudaEventQuery",
-                      rc);
+    }
+    if (rc != cudaSuccess) {
+        cai_op_failed(op, "cudaEventQuery", rc);
+        /* A sticky error: the consumer's work will never run, so its
+         * release goes; any other is no answer. */
+        if (!never_runs(rc))
+            return -1;
+    }
     p->done = 1;
     return 1;
 }
 
+/* The host waits, with no lock held, for the newest release of each line
+ * there was when it looked (the events of a line complete in order, so
+ * the others are done then too); a take_done that does not wait then finds
+ * them done.  A line's newest may be let go and its event pooled or
+ * destroyed meanwhile: a wait on a handle reused since only waits longer,
+ * a failed one is ignored, and the query after tells. */
+static void wait_for_lines(struct op *op)
+{
+    struct cai_fence tails[64];
+    struct line *l;
+    int n = 0, i;
+
+    pthread_mutex_lock(&pending_lock);
+    for (l = lines; l != NULL && n < 64; l = l->next)
+        if (l->tail != NULL && !l->tail->done)
+            tails[n++] = l->tail->back;
+    pthread_mutex_unlock(&pending_lock);
+    for (i = 0; i < n; i++) {
+        if (cai_fence_alive(op, &tails[i]) <= 0)
+            continue;
+        if (!op->have_saved)
+            (void)cai_ctx_save(op);
+        cai_enter_fence_context(op, &tails[i]);
+        (void)cai_host_wait_event(tails[i].event);
+    }
+}
+
 /* Takes the releases whose event has completed off their lines, within
- * op, oldest first; returns them. */
+ * op, oldest first; returns them.  wait: the host first waits for them,
+ * outside the lock (wait_for_lines), so no thread that polls, releases or
+ * forks is held behind a host wait. */
 static struct pending *take_done(struct op *op, int wait)
 {
     struct pending *done = NULL, **end = &done, *p;
@@ -210,9 +249,11 @@ static struct pending *take_done(struct op *op, int wait)
         if (peeked != cudaSuccess && peeked != cudaErrorNotReady)
             return NULL;
     }
+    if (wait)
+        wait_for_lines(op);
     pthread_mutex_lock(&pending_lock);
     for (at = &lines; (l = *at) != NULL;) {
-        while ((p = l->head) != NULL && ask(op, p, wait) == 1) {
+        while ((p = l->head) != NULL && ask(op, p) == 1) {
             l->head = p->next;
             p->next = NULL;
             *end = p;
@@ -264,6 +305,11 @@ static int finish_polling(struct op *op, const char *whose,
     return status;
 }
 
+int cai_release_watchable(void)
+{
+    return cai_drv.event_query != NULL && !cai_forked_after_load;
+}
+
 int cai_release_ready(void)
 {
     struct op op;
@@ -279,7 +325,7 @@ int cai_release_ready(void)
     op.field = "stream";
     pthread_mutex_lock(&pending_lock);
     for (l = lines; l != NULL; l = l->next)
-        ready += l->head != NULL && ask(&op, l->head, 0) == 1;
+        ready += l->head != NULL && ask(&op, l->head) == 1;
     pthread_mutex_unlock(&pending_lock);
     return ready;
 }
@@ -313,6 +359,12 @@ int cai_fence_release_owner(const cai_fence_t *fence, intptr_t consumer_stream,
                             unsigned flags, void *owner,
                             cai_release_fn release, cai_error_t *err)
 {
+    if (CAI_UNLIKELY(flags & ~CAI_RELEASE_OPTIONS_KNOWN)) {
+        if (release != NULL)
+            release(owner);
+        return cai_unknown_bits(err, "options",
+                                flags & ~CAI_RELEASE_OPTIONS_KNOWN);
+    }
     return cai_fence_release_owner_at(fence, consumer_stream, NULL, flags,
                                       owner, release, err);
 }
@@ -323,15 +375,13 @@ int cai_fence_release_owner_at(const cai_fence_t *fence,
                                void *owner, cai_release_fn release,
                                cai_error_t *err)
 {
-    int rc = cai_consumer_waits(fence, consumer_stream, err);
+    DLDevice unknown = {(DLDeviceType)0, 0};
 
-    if (rc <= 0) {
-        if (release != NULL)
-            release(owner);
-        return rc;
-    }
-    return cai_release_owner_on(consumer_stream, fence->device, at, flags,
-                                owner, release, err);
+    /* No fence (the producer had nothing to order) still has a consumer
+     * whose work reads the data: the edge depends on its stream alone. */
+    return cai_release_owner_on(consumer_stream,
+                                fence != NULL ? fence->device : unknown, at,
+                                flags, owner, release, err);
 }
 
 int cai_release_owner_on(intptr_t stream, DLDevice device,
@@ -343,8 +393,9 @@ int cai_release_owner_on(intptr_t stream, DLDevice device,
     const char *refusal = NULL;
     CUcontext noted;
     struct op op;
-    int rc = cai_check_stream_value(stream, "consumer ", err);
+    int rc = cai_check_stream_value(stream, "consumer ", err), later = 0;
 
+    noted = NULL;
     if (rc == 0 && stream != CAI_STREAM_NO_SYNC)
         rc = cai_op_begin(&op, "stream", err);
     else if (rc == 0)
@@ -374,12 +425,30 @@ int cai_release_owner_on(intptr_t stream, DLDevice device,
                 p = NULL;
             }
         }
-        if (back.event != NULL && !(flags & CAI_RELEASE_BLOCK))
+        if (back.event != NULL && !(flags & CAI_RELEASE_BLOCK)) {
             /* No memory to keep it: the host waits instead. */
-            cai_op_failed(&op, "cudaEventSynchronize",
-                          cai_host_wait_event(back.event));
+            if (flags & CAI_RELEASE_WAIT_LATER)
+                later = 1;
+            else
+                cai_op_failed(&op, "cudaEventSynchronize",
+                              cai_host_wait_event(back.event));
+        }
+    } else if (op.call != NULL && refusal == NULL &&
+               cai_is_default_stream(stream)) {
+        /* Nothing recorded, yet the consumer's work may still run: the
+         * host waits for its stream rather than drop the owner early. */
+        if (!(flags & CAI_RELEASE_BLOCK) && (flags & CAI_RELEASE_WAIT_LATER))
+            later = 1;
+        else
+            cai_host_wait_stream_in(&op, stream, device,
+                                    noted != NULL ? &noted : NULL);
     }
     cai_destroy_in(&op, &back);
+    if (later) {
+        /* The caller waits, owner still its own (a failure is in err). */
+        (void)cai_op_finish(&op, "consumer's", refusal, err);
+        return 1;
+    }
     if (p == NULL && release != NULL) {
         /* Nothing to wait for (or a failure): after the restore. */
         p = malloc(sizeof *p);

@@ -54,7 +54,16 @@ int cai_locate_fence(cai_desc_t *desc, int order, cai_fence_t **out,
  * event has completed; release(owner) runs then, at a poll or by the
  * waiter.  stream must exist now.  With CAI_RELEASE_BLOCK the host waits
  * instead and release runs before this returns.  stream -1, a failure or
- * nothing recorded: release runs at once (the status says why). */
+ * nothing recorded: release runs at once (the status says why), after the
+ * host has waited for a default stream whose record failed (its work may
+ * still run). */
+/* cai_release_owner_on's flag (never public): where the host would have
+ * to wait (no memory to keep the release, or a failed record on a default
+ * stream, whose work may still run), it returns 1 instead, with owner not
+ * released, so that the caller can let go of its own locks (the GIL) and
+ * call again with CAI_RELEASE_BLOCK. */
+#define CAI_RELEASE_WAIT_LATER 0x100u
+
 int cai_release_owner_on(intptr_t stream, DLDevice device,
                          const cai_consumer_at *at, unsigned flags,
                          void *owner, cai_release_fn release,
@@ -74,6 +83,11 @@ void cai_release_set_waker(void (*fn)(void));
  * interpreter lock); then cai_release_poll lets them go.  0 in a forked
  * child, and when the driver has no cuEventQuery (polls at calls only). */
 int cai_release_ready(void);
+
+/* Whether cai_release_ready can ever find a release done: 0 without the
+ * driver's cuEventQuery and in a forked child, where a thread watching for
+ * releases would only wake up for nothing. */
+int cai_release_watchable(void);
 
 /* The driver entry points the found driver lacks, each ended by a NUL and
  * the list by another ("" when none, or no driver at all); cuda-runtime.c. */

@@ -223,6 +223,19 @@ void cai_unload_runtime(void)
     memset(&cai_rt, 0, sizeof cai_rt);
 }
 
+int cai_runtime_close(void)
+{
+    int loaded;
+
+    pthread_mutex_lock(&cai_runtime_lock);
+    loaded = runtime_loaded;
+    if (loaded && runtime_handle != NULL)
+        cai_unload_runtime();
+    __atomic_store_n(&runtime_loaded, 0, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&cai_runtime_lock);
+    return loaded;
+}
+
 /* Bound: say where from, and publish cai_rt to the lock-free readers.  file
  * is the file checked and loaded, or NULL to ask the loader. */
 void cai_found(const char *how, const char *file)
@@ -356,6 +369,8 @@ int cai_cuda_runtime_version(int *version, cai_error_t *err)
 {
     int rc;
 
+    if (version == NULL)
+        return cai_null_arg(err, "version");
     *version = 0;
     rc = cai_runtime_ready("", err);
     if (rc != 0)

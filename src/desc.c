@@ -134,10 +134,44 @@ int cai_desc_check(const cai_desc_t *d, int64_t *elem_strides,
     return 0;
 }
 
+int cai_desc_carried_error(const cai_desc_t *d, cai_error_t *err)
+{
+    int32_t type = (int32_t)d->device.device_type;
+    char name[32];
+
+    if (type == 0)
+        return cai_fail(err, CAI_EINVAL, "device",
+                        "the descriptor's device is not known; locate it "
+                        "(cai_cuda_locate) or give it explicitly");
+    if (type < kDLCPU || type > kDLTrn || type == 5 || type == 6)
+        return cai_fail(err, type < 0 ? CAI_EINVAL : CAI_EUNSUPPORTED,
+                        "device",
+                        "device_type = %d is not a DLPack device type "
+                        "this library knows",
+                        (int)type);
+    if (d->device.device_id < 0)
+        return cai_fail(err, CAI_EINVAL, "device",
+                        "device_id = %d is out of range: device ids are 0 "
+                        "or more",
+                        (int)d->device.device_id);
+    return cai_fail(err, CAI_EUNSUPPORTED, "dtype",
+                    "DLPack type %s has a code this library does not know",
+                    cai_dtype_name(d->dtype, name));
+}
+
 int cai_desc_validate(const cai_desc_t *desc, cai_error_t *err)
 {
     int64_t scratch[CAI_MAX_NDIM];
-    int rc = cai_desc_check(desc, scratch, err);
+    int rc;
+
+    if (CAI_UNLIKELY(desc == NULL))
+        return cai_null_arg(err, "desc");
+    /* The conversions' rules, in their order. */
+    if (CAI_UNLIKELY((unsigned)desc->ndim > CAI_MAX_NDIM))
+        return cai_desc_check(desc, scratch, err);
+    if (CAI_UNLIKELY(!cai_desc_carried_ok(desc)))
+        return cai_desc_carried_error(desc, err);
+    rc = cai_desc_check(desc, scratch, err);
 
     if (rc == 0)
         cai_ok(err);

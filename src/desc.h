@@ -116,6 +116,22 @@ static inline int cai_contiguous_ok(const cai_desc_t *d, int64_t *elem)
            !cai_wraps(d->data, 0, bytes);
 }
 
+/*
+ * The rules on what a conversion carries without reading it, the same for
+ * cai_desc_validate, the conversions and the from_* functions: a device
+ * type DLPack defines (not 0, "not known yet"), a device id >= 0, and a
+ * dtype code DLPack defines.  1 when they hold; cai_desc_carried_error
+ * names the one broken.
+ */
+static inline int cai_desc_carried_ok(const cai_desc_t *d)
+{
+    int32_t type = (int32_t)d->device.device_type;
+
+    return type >= kDLCPU && type <= kDLTrn && type != 5 && type != 6 &&
+           d->device.device_id >= 0 && d->dtype.code <= kDLFloat4_e2m1fn;
+}
+int cai_desc_carried_error(const cai_desc_t *d, cai_error_t *err);
+
 /* Checks desc and writes its strides in elements to elem_strides (ndim
  * entries; C-contiguous ones when desc has none). */
 int cai_desc_check(const cai_desc_t *desc, int64_t *elem_strides,

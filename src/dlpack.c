@@ -53,15 +53,22 @@ static int desc_to_tensor(const cai_desc_t *desc, int versioned,
 {
     int rc;
 
+    if (CAI_UNLIKELY(out == NULL || desc == NULL)) {
+        rc = cai_null_arg(err, out == NULL ? "out" : "desc");
+        goto fail;
+    }
     *out = NULL;
+    if (CAI_UNLIKELY(options & ~(unsigned)CAI_OPTIONS_KNOWN)) {
+        rc = cai_unknown_bits(err, "options",
+                              options & ~(unsigned)CAI_OPTIONS_KNOWN);
+        goto fail;
+    }
     if (CAI_UNLIKELY(desc->ndim < 0 || desc->ndim > CAI_MAX_NDIM)) {
         rc = ndim_error(desc->ndim, err);
         goto fail;
     }
-    if (CAI_UNLIKELY(desc->device.device_type == 0)) {
-        rc = cai_fail(err, CAI_EINVAL, "device",
-                      "the descriptor's device is not known; locate it "
-                      "(cai_cuda_locate) or give it explicitly");
+    if (CAI_UNLIKELY(!cai_desc_carried_ok(desc))) {
+        rc = cai_desc_carried_error(desc, err);
         goto fail;
     }
     rc = cai_desc_tensor(desc, versioned, options, owner, release, out, err);
@@ -320,6 +327,8 @@ int cai_desc_from_dltensor(const DLTensor *t, cai_desc_t *out,
     int64_t itemsize, count;
     int rc, i;
 
+    if (CAI_UNLIKELY(t == NULL || out == NULL))
+        return cai_null_arg(err, t == NULL ? "tensor" : "out");
     if (CAI_UNLIKELY(t->ndim < 0 || t->ndim > CAI_MAX_NDIM))
         return cai_fail(err, t->ndim < 0 ? CAI_EINVAL : CAI_EUNSUPPORTED,
                         "ndim", "ndim = %d; 0 to %d dimensions are supported",
@@ -392,6 +401,8 @@ int cai_desc_from_dltensor(const DLTensor *t, cai_desc_t *out,
     out->data = t->data == NULL
                     ? NULL
                     : (void *)((uintptr_t)t->data + (uintptr_t)t->byte_offset);
+    if (CAI_UNLIKELY(!cai_desc_carried_ok(out)))
+        return cai_desc_carried_error(out, err);
     {
         int64_t scratch[CAI_MAX_NDIM];
 
@@ -407,6 +418,8 @@ int cai_desc_from_dlpack_versioned(const DLManagedTensorVersioned *t,
 {
     int rc;
 
+    if (CAI_UNLIKELY(t == NULL || out == NULL))
+        return cai_null_arg(err, t == NULL ? "tensor" : "out");
     /* DLPack: when major differs from ours, only the deleter may be used. */
     if (CAI_UNLIKELY(t->version.major != CAIBRIDGE_DLPACK_MAJOR))
         return cai_fail(err, CAI_EVERSION, "version",
@@ -428,5 +441,7 @@ int cai_desc_from_dlpack_versioned(const DLManagedTensorVersioned *t,
 int cai_desc_from_dlpack(const DLManagedTensor *t, cai_desc_t *out,
                          cai_error_t *err)
 {
+    if (CAI_UNLIKELY(t == NULL))
+        return cai_null_arg(err, "tensor");
     return cai_desc_from_dltensor(&t->dl_tensor, out, err);
 }

@@ -20,6 +20,19 @@ int cai_fail(cai_error_t *err, int status, const char *field, const char *fmt,
     return status;
 }
 
+int cai_null_arg(cai_error_t *err, const char *name)
+{
+    return cai_fail(err, CAI_EINVAL, name, "%s is NULL", name);
+}
+
+int cai_unknown_bits(cai_error_t *err, const char *field, unsigned bits)
+{
+    return cai_fail(err, CAI_EINVAL, field,
+                    "%s has bits 0x%x that this library (caibridge %s) "
+                    "does not know",
+                    field, bits, CAIBRIDGE_VERSION_STRING);
+}
+
 const char *cai_version(void)
 {
     return CAIBRIDGE_VERSION_STRING;

@@ -17,6 +17,18 @@
 int cai_fail(cai_error_t *err, int status, const char *field, const char *fmt,
              ...) CAI_PRINTF(4, 5);
 
+/* A NULL where an argument must point somewhere: CAI_EINVAL naming it.
+ * The public functions check their pointers (no crash on NULL). */
+int cai_null_arg(cai_error_t *err, const char *name);
+
+/* Bits of an options argument this library does not know: CAI_EINVAL
+ * naming them, so a newer caller's option is never silently ignored. */
+int cai_unknown_bits(cai_error_t *err, const char *field, unsigned bits);
+
+/* The options each function knows. */
+#define CAI_OPTIONS_KNOWN (CAI_OPT_LEGACY_READONLY_OK | CAI_OPT_IS_COPIED)
+#define CAI_RELEASE_OPTIONS_KNOWN ((unsigned)CAI_RELEASE_BLOCK)
+
 /* Clears err for a successful call; returns 0 so callers can write
  * "return cai_ok(err)". */
 static inline int cai_ok(cai_error_t *err)

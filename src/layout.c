@@ -29,6 +29,11 @@ int cai_strides_bytes_to_elements(int ndim, const int64_t *shape,
     int64_t contiguous = 1;
     int i;
 
+    if (CAI_UNLIKELY(ndim > 0 &&
+                     (shape == NULL || bytes == NULL || out == NULL)))
+        return cai_null_arg(err, shape == NULL   ? "shape"
+                                 : bytes == NULL ? "bytes"
+                                                 : "out");
     cai_ok(err);
     if (itemsize <= 0)
         return cai_fail(err, CAI_EINVAL, "typestr",
@@ -80,6 +85,8 @@ int cai_strides_elements_to_bytes(int ndim, const int64_t *elements,
 {
     int i;
 
+    if (CAI_UNLIKELY(ndim > 0 && (elements == NULL || out == NULL)))
+        return cai_null_arg(err, elements == NULL ? "elements" : "out");
     cai_ok(err);
     for (i = 0; i < ndim; i++) {
         if (__builtin_mul_overflow(elements[i], itemsize, &out[i])) {
@@ -103,6 +110,8 @@ int cai_is_c_contiguous(int ndim, const int64_t *shape,
 
     if (strides_bytes == NULL)
         return 1;
+    if (shape == NULL) /* nothing to judge by: not known to be contiguous */
+        return ndim <= 0;
     for (i = 0; i < ndim; i++)
         if (shape[i] == 0)
             return 1; /* no element is ever addressed */
@@ -126,7 +135,16 @@ int cai_layout_extent(int ndim, const int64_t *shape,
     char field[32];
     int i;
 
+    if (CAI_UNLIKELY(lo == NULL || hi == NULL)) {
+        if (lo != NULL)
+            *lo = 0;
+        if (hi != NULL)
+            *hi = 0;
+        return cai_null_arg(err, lo == NULL ? "lo" : "hi");
+    }
     *lo = *hi = 0;
+    if (CAI_UNLIKELY(ndim > 0 && shape == NULL))
+        return cai_null_arg(err, "shape");
     if (ndim < 0 || ndim > CAI_MAX_NDIM)
         return cai_fail(err, CAI_EINVAL, "shape",
                         "shape has %d dimensions; 0 to %d are supported", ndim,

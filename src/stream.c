@@ -82,6 +82,11 @@ int cai_fence_record(const cai_desc_t *producer, cai_fence_t **out,
 {
     int rc;
 
+    if (CAI_UNLIKELY(producer == NULL || out == NULL)) {
+        if (out != NULL)
+            *out = NULL;
+        return cai_null_arg(err, producer == NULL ? "producer" : "out");
+    }
     *out = NULL;
     rc = producer_needs_fence(producer, err);
     if (rc <= 0)
@@ -110,11 +115,11 @@ int cai_consumer_waits(const cai_fence_t *fence, intptr_t consumer_stream,
 
     if (rc != 0)
         return rc;
-    /* CAI v3: -1 is the consumer saying it orders the work itself; and
-     * work on one stream handle is already in order. */
-    if (fence == NULL || consumer_stream == CAI_STREAM_NO_SYNC ||
-        (consumer_stream == fence->stream &&
-         !cai_is_default_stream(consumer_stream)))
+    /* CAI v3: -1 is the consumer saying it orders the work itself.  A
+     * consumer handle equal to the producer's is not taken for the same
+     * stream here: CUDA gives a destroyed stream's handle to new ones, so
+     * only the stream's id proves it (wait_in, cuda-fence.c). */
+    if (fence == NULL || consumer_stream == CAI_STREAM_NO_SYNC)
         return cai_ok(err);
     return 1;
 }
@@ -140,6 +145,8 @@ int cai_cuda_order(const cai_desc_t *producer, intptr_t consumer_stream,
 {
     int rc = cai_check_stream_value(consumer_stream, "consumer ", err);
 
+    if (CAI_UNLIKELY(producer == NULL))
+        return cai_null_arg(err, "producer");
     if (rc != 0)
         return rc;
     /* CAI v3, Synchronization: no stream, no ordering; and -1 is the

@@ -86,6 +86,8 @@ int cai_typestr_parse(const char *s, size_t len, DLDataType *out,
     unsigned size = 0;
     size_t i, pos = 0, digits;
 
+    if (CAI_UNLIKELY(s == NULL || out == NULL))
+        return cai_null_arg(err, s == NULL ? "typestr" : "out");
     cai_ok(err);
     for (i = 0; i < len; i++) {
         if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] > 0x7e)
@@ -184,6 +186,8 @@ int cai_typestr_format(DLDataType dtype, char out[CAI_TYPESTR_MAX],
     char name[32];
     unsigned bits = dtype.bits;
 
+    if (CAI_UNLIKELY(out == NULL))
+        return cai_null_arg(err, "out");
     cai_ok(err);
     if (dtype.lanes == 1) {
         switch (dtype.code) {

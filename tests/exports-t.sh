@@ -1,7 +1,8 @@
 #!/bin/sh
 # The shared library exports exactly the functions caibridge.h declares with
 # CAI_API, all named cai_*, and nothing else (no internal helper, no stray
-# symbol of a dependency).  TAP on stdout.
+# symbol of a dependency), each at the symbol version CAIBRIDGE_0.1 of
+# src/libcaibridge.map, which lists exactly them.  TAP on stdout.
 #
 # Run from the build directory (as "make check" does); srcdir locates the
 # header.
@@ -19,8 +20,13 @@ if ! "$NM" -D --defined-only "$lib" >/dev/null 2>&1; then
     exit 0
 fi
 
-exported=`"$NM" -D --defined-only "$lib" | awk 'NF >= 3 { print $3 }' |
+exported=`"$NM" -D --defined-only "$lib" | awk 'NF >= 3 && $2 != "A" { print $3 }' |
           sed 's/@.*//' | sort -u`
+# name@@VERSION for each exported symbol that has a version (GNU nm).
+versioned=`"$NM" -D --defined-only "$lib" | awk 'NF >= 3 && $2 != "A" { print $3 }' |
+           grep '@' | sort -u`
+map=$srcdir/src/libcaibridge.map
+mapped=`sed -n 's/^ *\(cai_[a-z0-9_]*\);$/\1/p' "$map" | sort -u`
 declared=`sed -n 's/^CAI_API[^(]*[ *]\(cai_[a-z0-9_]*\)(.*/\1/p' "$header" |
           sort -u`
 internal="cai_fail cai_desc_check cai_dtype_name cai_element_count cai_ok
@@ -57,6 +63,22 @@ done
 for s in $declared; do
     has "$s" "$exported"; check $? "declared $s is exported"
 done
+# The version script lists exactly the declared functions; where the
+# linker took it (the symbols carry versions), each is CAIBRIDGE_0.1.
+for s in $declared; do
+    has "$s" "$mapped"; check $? "declared $s is in src/libcaibridge.map"
+done
+for s in $mapped; do
+    has "$s" "$declared"; check $? "mapped $s is declared CAI_API"
+done
+if test -n "$versioned"; then
+    for s in $exported; do
+        has "$s@@CAIBRIDGE_0.1" "$versioned"
+        check $? "exported $s has the symbol version CAIBRIDGE_0.1"
+    done
+else
+    echo "# no symbol versions in $lib (the linker took no version script)"
+fi
 for s in $key; do
     has "$s" "$exported"; check $? "key function $s is exported"
 done

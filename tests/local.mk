@@ -18,7 +18,9 @@ C_CORE_TESTS = \
 	tests/error-t \
 	tests/abi-t \
 	tests/cxx-t \
-	tests/c99-t
+	tests/c99-t \
+	tests/c89-t \
+	tests/api-t
 
 check_PROGRAMS += $(C_CORE_TESTS)
 TESTS += $(C_CORE_TESTS)
@@ -30,6 +32,9 @@ tests_cxx_t_SOURCES = tests/cxx-t.cc
 tests_cxx_t_CXXFLAGS = $(CAI_CXX11_FLAG) $(CAI_WARN_CXXFLAGS)
 # The header in strict C99.
 tests_c99_t_CFLAGS = $(CAI_C99_FLAGS) $(AM_CFLAGS)
+# And in strict C89 (its own TAP: tap/basic.h is C99).
+tests_c89_t_CFLAGS = $(CAI_C89_FLAGS) $(AM_CFLAGS)
+tests_c89_t_LDADD = src/libcaibridge.la
 
 # Only the CAI_API functions leave the shared library.
 TESTS += tests/exports-t.sh
@@ -92,7 +97,8 @@ TESTS += tests/guide-c-t.sh
 EXTRA_DIST += tests/guide-c-t.sh
 
 # The capsule example of docs/guide/c.rst (its third C block), compiled
-# against Python.h as a module that nothing loads: it must build.
+# against Python.h as the extension module guide_capsule, which
+# tests/python/test_guide_capsule.py loads and runs.
 if HAVE_PYTHON
 check_LTLIBRARIES += tests/libguide-capsule.la
 tests_libguide_capsule_la_SOURCES = tests/guide-capsule.c
@@ -108,4 +114,12 @@ tests/guide-capsule-example.h: $(top_srcdir)/docs/guide/c.rst
 	  $(top_srcdir)/docs/guide/c.rst > $@.tmp && \
 	  grep 'dltensor_versioned' $@.tmp >/dev/null && mv $@.tmp $@
 CLEANFILES += tests/guide-capsule-example.h
+endif
+
+# cai_shutdown on the CUDA double (tests/cuda/cuda-test.h).
+if HAVE_CUDA
+check_PROGRAMS += tests/cuda/shutdown-t
+TESTS += tests/cuda/shutdown-t
+VALGRIND_TESTS += tests/cuda/shutdown-t
+tests_cuda_shutdown_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 endif

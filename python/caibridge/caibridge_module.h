@@ -340,7 +340,10 @@ typedef struct {
     int readonly_legacy_ok;
 } cai_request_t;
 
-int request_prepare(cai_state *st, cai_desc_t *d, const cai_request_t *req);
+/* *consumer: the consumer's stream it ordered (CAI_STREAM_NO_SYNC: none);
+ * set only when it returns 0. */
+int request_prepare(cai_state *st, cai_desc_t *d, const cai_request_t *req,
+                    intptr_t *consumer);
 PyObject *request_copy(cai_state *st, cai_desc_t *d, const cai_request_t *req,
                        PyObject *source);
 int host_copy_prepare(cai_state *st, const cai_desc_t *d, PyObject *stream,
@@ -371,7 +374,8 @@ PyObject *object_export(cai_state *st, PyObject *obj, PyObject *device,
                         const cai_request_t *req);
 int object_tensor(cai_state *st, PyObject *obj, void **out);
 int checked_tensor(cai_state *st, cai_desc_t *d, int versioned,
-                   unsigned options, PyObject *owner, void **out);
+                   unsigned options, PyObject *owner, intptr_t consumer,
+                   int sync, void **out);
 
 /* streams.c */
 int check_stream(cai_state *st, const cai_desc_t *d, PyObject *arg,
@@ -397,7 +401,7 @@ void edge_unused(void *p);
 void poll_releases(void);
 void set_release_blocking(int on);
 int release_blocks_now(void);
-int edge_owner(const cai_fence_t *fence, intptr_t consumer,
+int edge_owner(const cai_fence_t *fence, DLDevice device, intptr_t consumer,
                const cai_consumer_at *at, void **owner,
                cai_release_fn *release);
 PyObject *reported_stream(int given, intptr_t s);
@@ -543,10 +547,11 @@ static inline int view_tensor(DLPackViewObject *v, int versioned,
     if (v->home != NULL &&
         owner_away(v->home, (PyObject *)v, &owner, &release) != 0)
         return no_owner_memory(err);
-    /* Ordered for a consumer stream: its release orders the producer's
-     * stream after the consumer's work (the reverse edge). */
-    if (consumer != CAI_STREAM_NO_SYNC && v->fence != NULL &&
-        edge_owner(v->fence, consumer, at, &owner, &release) != 0) {
+    /* Handed to a consumer stream: its release keeps the producer until
+     * the consumer's work is done (the reverse edge), whether or not the
+     * producer named a stream; not when ordering is off. */
+    if (consumer != CAI_STREAM_NO_SYNC && v->sync && v->st->sync_enabled &&
+        edge_owner(v->fence, v->device, consumer, at, &owner, &release) != 0) {
         release(owner);
         return no_owner_memory(err);
     }

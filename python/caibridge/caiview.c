@@ -344,7 +344,7 @@ static int caiview_desc(cai_state *st, CAIViewObject *v, cai_desc_t *d)
  * holding a reference to the view: the source tensor lives until every
  * re-export is released. */
 static int caiview_reexport(cai_state *st, CAIViewObject *v, cai_desc_t *d,
-                            int versioned, void **out)
+                            int versioned, intptr_t consumer, void **out)
 {
     unsigned options = 0;
 
@@ -352,7 +352,7 @@ static int caiview_reexport(cai_state *st, CAIViewObject *v, cai_desc_t *d,
                          DLPACK_FLAG_BITMASK_IS_COPIED))
         options |= CAI_OPT_IS_COPIED;
     return checked_tensor(st, d, versioned, options, Py_NewRef((PyObject *)v),
-                          out);
+                          consumer, 1, out);
 }
 
 /* The exchange API's export (no ordering with the consumer): the data is
@@ -365,7 +365,11 @@ int caiview_tensor(cai_state *st, PyObject *view, void **out)
     if (caiview_desc(st, v, &d) != 0 ||
         (d.has_stream && order_streams(st, &d, CAI_STREAM_LEGACY, 1) != 0))
         return -1;
-    return caiview_reexport(st, v, &d, 1, out);
+    return caiview_reexport(st, v, &d, 1,
+                            cai_is_cuda_device(d.device.device_type)
+                                ? CAI_STREAM_LEGACY
+                                : CAI_STREAM_NO_SYNC,
+                            out);
 }
 
 static PyObject *caiview_dlpack(PyObject *self, PyTypeObject *defining_class,
@@ -377,13 +381,14 @@ static PyObject *caiview_dlpack(PyObject *self, PyTypeObject *defining_class,
     cai_request_t req;
     cai_desc_t d;
     void *tensor;
+    intptr_t consumer = CAI_STREAM_NO_SYNC;
     int prepared = 0;
 
     if (check_positional("__dlpack__", nargs, 0) != 0 ||
         dlpack_request(st, args + nargs, kwnames, &req) != 0)
         return NULL;
     if (caiview_desc(st, v, &d) != 0 ||
-        (prepared = request_prepare(st, &d, &req)) < 0)
+        (prepared = request_prepare(st, &d, &req, &consumer)) < 0)
         return NULL;
     if (prepared == 2)
         /* A fence on the view's stream taken now, waited for on the host. */
@@ -392,7 +397,7 @@ static PyObject *caiview_dlpack(PyObject *self, PyTypeObject *defining_class,
                    : host_copy_of_device(st, &d, req.versioned);
     if (req.copy)
         return request_copy(st, &d, &req, self);
-    if (caiview_reexport(st, v, &d, req.versioned, &tensor) != 0)
+    if (caiview_reexport(st, v, &d, req.versioned, consumer, &tensor) != 0)
         return NULL;
     return tensor_capsule(tensor, req.versioned);
 }

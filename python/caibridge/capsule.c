@@ -387,6 +387,8 @@ capsule_destructor(PyObject *capsule, const char *ours, int versioned)
     detached = cai_tensor_detach(tensor, versioned, &release, &owner) == 0;
     if (detached && release == release_pyobject) {
         Py_DECREF((PyObject *)owner);
+    } else if (detached && release == release_edge) {
+        edge_unused(owner); /* no consumer, no work to wait for */
     } else if (!PyErr_Occurred()) {
         delete_other(tensor, versioned, detached, release, owner);
     } else {

@@ -502,7 +502,9 @@ view_export_slow(cai_state *st, DLPackViewObject *v, PyObject *stream,
         d.device.device_type = kDLCPU;
         d.device.device_id = 0;
     }
-    if ((given || v->has_stream) &&
+    /* Device memory with no stream given is read on the legacy default
+     * stream (DLPack): that consumer, too, keeps the producer. */
+    if ((given || v->has_stream || d.device.device_type == kDLCUDA) &&
         check_stream(st, &d, stream, &consumer) != 0)
         return NULL;
     if (copy && d.device.device_type != kDLCPU &&
@@ -559,10 +561,11 @@ static inline PyObject *view_export(cai_state *st, DLPackViewObject *v,
     cai_error_t err;
     void *tensor;
 
-    /* No stream on either side: nothing to check (no error is possible
-     * without one) and nothing to order. */
+    /* No stream on either side, and not device memory (whose consumer
+     * works on a stream even when it names none): nothing to check (no
+     * error is possible without one) and nothing to order. */
     if ((stream != NULL && stream != Py_None) || v->has_stream || copy ||
-        to_host)
+        to_host || v->device.device_type == kDLCUDA)
         return view_export_slow(st, v, stream, versioned, copy, to_host);
     if (!versioned && v->readonly && !v->readonly_legacy_ok)
         return readonly_legacy_error();

@@ -41,10 +41,13 @@ PyDoc_STRVAR(
     "the producer's stream first (a consumer on the CPU).");
 
 /* A tensor over a descriptor describe() read, checked here (its element
- * strides computed), holding owner (consumed, also on failure). */
+ * strides computed), holding owner (consumed, also on failure).  Handed to
+ * consumer stream 1 or 2 with ordering on, its release keeps owner until
+ * the consumer's work is done (the reverse edge, streams.c). */
 static inline int checked_tensor_inline(cai_state *st, cai_desc_t *d,
                                         int versioned, unsigned options,
-                                        PyObject *owner, void **out)
+                                        PyObject *owner, intptr_t consumer,
+                                        int sync, void **out)
 {
     cai_release_fn release = release_pyobject;
     void *held = owner;
@@ -53,6 +56,12 @@ static inline int checked_tensor_inline(cai_state *st, cai_desc_t *d,
     if (st->home != NULL &&
         owner_away(st->home, owner, &held, &release) != 0) {
         Py_DECREF(owner);
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (sync && st->sync_enabled &&
+        edge_owner(NULL, d->device, consumer, NULL, &held, &release) != 0) {
+        release(held);
         PyErr_NoMemory();
         return -1;
     }
@@ -65,9 +74,11 @@ static inline int checked_tensor_inline(cai_state *st, cai_desc_t *d,
 }
 
 int checked_tensor(cai_state *st, cai_desc_t *d, int versioned,
-                   unsigned options, PyObject *owner, void **out)
+                   unsigned options, PyObject *owner, intptr_t consumer,
+                   int sync, void **out)
 {
-    return checked_tensor_inline(st, d, versioned, options, owner, out);
+    return checked_tensor_inline(st, d, versioned, options, owner, consumer,
+                                 sync, out);
 }
 
 /* What a tensor viewing obj's data holds: obj, and the buffer export when
@@ -112,12 +123,15 @@ int host_copy_prepare(cai_state *st, const cai_desc_t *d, PyObject *stream,
  * consumer's stream, copy, read-only for a legacy capsule; then the
  * consumer's stream is made to wait on the producer's.
  */
-int request_prepare(cai_state *st, cai_desc_t *d, const cai_request_t *req)
+int request_prepare(cai_state *st, cai_desc_t *d, const cai_request_t *req,
+                    intptr_t *out)
 {
     intptr_t consumer = CAI_STREAM_NO_SYNC;
-    /* No stream on either side: nothing to check (no error is possible
+    /* No stream on either side, and not device memory (read on the legacy
+     * stream when none is named): nothing to check (no error is possible
      * without one) and nothing to order. */
-    int streams = req->stream != NULL || d->has_stream;
+    int streams = req->stream != NULL || d->has_stream ||
+                  d->device.device_type == kDLCUDA;
     int given = req->stream != NULL && req->stream != Py_None;
     int to_host = check_dl_device(st, req->dl_device, d->device);
     DLDevice where = d->device;
@@ -172,6 +186,7 @@ int request_prepare(cai_state *st, cai_desc_t *d, const cai_request_t *req)
     }
     if (streams && order_streams(st, d, consumer, req->sync) != 0)
         return -1;
+    *out = consumer;
     return 0;
 }
 
@@ -203,6 +218,7 @@ PyObject *object_export(cai_state *st, PyObject *obj, PyObject *device,
     cai_desc_t d;
     int64_t elem[CAI_MAX_NDIM];
     void *tensor;
+    intptr_t consumer = CAI_STREAM_NO_SYNC;
     int prepared = 0;
 
     /* A copy reads the data here: checked first. */
@@ -212,13 +228,17 @@ PyObject *object_export(cai_state *st, PyObject *obj, PyObject *device,
     if (req->stream == NULL && !d.has_stream && !req->copy &&
         (req->dl_device == NULL || req->dl_device == Py_None)) {
         /* No stream on either side and the data where it is: of
-         * request_prepare's checks only the read-only one can fail. */
+         * request_prepare's checks only the read-only one can fail.  A
+         * consumer of device memory that names no stream works on the
+         * legacy one (DLPack), so that is its stream at release. */
         if (!req->versioned && d.readonly && !req->readonly_legacy_ok) {
             Py_XDECREF(keep);
             readonly_legacy_error();
             return NULL;
         }
-    } else if ((prepared = request_prepare(st, &d, req)) < 0) {
+        if (d.device.device_type == kDLCUDA)
+            consumer = CAI_STREAM_LEGACY;
+    } else if ((prepared = request_prepare(st, &d, req, &consumer)) < 0) {
         Py_XDECREF(keep);
         return NULL;
     }
@@ -248,7 +268,7 @@ PyObject *object_export(cai_state *st, PyObject *obj, PyObject *device,
     if (checked_tensor_inline(
             st, &d, req->versioned,
             req->readonly_legacy_ok ? CAI_OPT_LEGACY_READONLY_OK : 0, owner,
-            &tensor) != 0)
+            consumer, req->sync, &tensor) != 0)
         return NULL;
     return tensor_capsule(tensor, req->versioned);
 }
@@ -273,7 +293,12 @@ int object_tensor(cai_state *st, PyObject *obj, void **out)
     }
     if ((owner = tensor_owner(obj, keep)) == NULL)
         return -1;
-    return checked_tensor_inline(st, &d, 1, 0, owner, out);
+    /* Its consumer works on the legacy stream, as the table reports. */
+    return checked_tensor_inline(st, &d, 1, 0, owner,
+                                 cai_is_cuda_device(d.device.device_type)
+                                     ? CAI_STREAM_LEGACY
+                                     : CAI_STREAM_NO_SYNC,
+                                 1, out);
 }
 
 static PyObject *to_dlpack(PyObject *module, PyObject *const *args,

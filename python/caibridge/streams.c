@@ -236,17 +236,21 @@ void set_release_blocking(int on)
  * stream until the consumer's work on the data is done): the tensor's
  * owner is wrapped so that its release records an event on the consumer's
  * stream and keeps the producer until that event has completed, polled,
- * never waited on (unless CAIBRIDGE_RELEASE=block).  Only a consumer stream
- * that cannot be gone is named: 1, or 2 released on the thread that took
- * the tensor (another thread's stream 2 has no name there).  A handle may
- * have been destroyed by then, so it takes no edge: the consumer orders
- * its own work before releasing, as DLPack asks.  The fence is the view's,
- * alive until the wrapped owner (which holds the view) is released.
+ * never waited on (unless CAIBRIDGE_RELEASE=block).  It depends on the
+ * consumer's stream alone, never on whether the producer named one: the
+ * consumer's work reads the producer's memory either way.  Only a consumer
+ * stream that cannot be gone is named: 1, or 2 released on the thread
+ * that took the tensor (another thread's stream 2 has no name there).  A
+ * handle may have been destroyed by then, so it takes no edge: the
+ * consumer orders its own work before releasing, as DLPack asks.  The
+ * fence, when there is one, is the view's, alive until the wrapped owner
+ * (which holds the view) is released.
  */
 typedef struct {
     void *owner;
     cai_release_fn release;
-    const cai_fence_t *fence;
+    const cai_fence_t *fence; /* the view's, or NULL */
+    DLDevice device;          /* the data's */
     intptr_t consumer;
     cai_consumer_at at; /* where the consumer's stream was at hand-over */
     unsigned long long thread; /* never reused, unlike a pthread_t */
@@ -259,7 +263,7 @@ static void edge_done(void *p)
     /* An owner (the view holding the fence) whose interpreter has ended
      * is left alive for good, so it would never destroy its fence: the
      * fence's event is destroyed here instead, never leaked. */
-    if (owner_left_behind(e->owner, e->release))
+    if (e->fence != NULL && owner_left_behind(e->owner, e->release))
         (void)cai_fence_destroy((cai_fence_t *)(uintptr_t)e->fence, NULL);
     e->release(e->owner);
     PyMem_RawFree(e);
@@ -279,35 +283,46 @@ void release_edge(void *p)
     if (!__atomic_load_n(&release_blocks, __ATOMIC_RELAXED)) {
         /* Nothing blocks: edge_done runs now (nothing to wait for, or a
          * failure, which a deleter cannot report) or at a poll, the first
-         * in this call, for this release and the earlier ones. */
-        rc = cai_fence_release_owner_at(e->fence, e->consumer, &e->at, 0, e,
-                                        edge_done, &err);
-        (void)rc;
-        return;
+         * in this call, for this release and the earlier ones.  Where the
+         * host must wait after all (a failed record, no memory), it waits
+         * below, with the interpreter let go. */
+        rc = cai_release_owner_on(e->consumer, e->device, &e->at,
+                                  CAI_RELEASE_WAIT_LATER, e, edge_done, &err);
+        if (rc != 1)
+            return;
     }
     /* The host waits: the thread lets go of the interpreter meanwhile;
      * not while finalizing, when it may never get it back. */
     here = cai_is_finalizing() ? NULL : attached_here();
     if (here != NULL)
         PyEval_SaveThread();
-    rc = cai_fence_release_owner_at(e->fence, e->consumer, &e->at,
-                                    CAI_RELEASE_BLOCK, NULL, NULL, &err);
+    rc = cai_release_owner_on(e->consumer, e->device, &e->at,
+                              CAI_RELEASE_BLOCK, NULL, NULL, &err);
     (void)rc;
     if (here != NULL)
         PyEval_RestoreThread(here);
     edge_done(e);
 }
 
-/* A tensor no consumer took (its capsule died unused): no work of a
- * consumer to wait for, so the producer goes at once. */
+/* A tensor no consumer took (its capsule died unused, on a thread attached
+ * to its interpreter): no work of a consumer to wait for, so the producer
+ * goes at once, a plain Python owner without release_pyobject's checks. */
 void edge_unused(void *p)
 {
+    edge *e = p;
+
+    if (e->release == release_pyobject) {
+        Py_DECREF((PyObject *)e->owner);
+        PyMem_RawFree(e);
+        return;
+    }
     edge_done(p);
 }
 
 /* Wraps *owner and *release when consumer can be named at release (1 or
- * 2, where at says it was); -1 without memory (both untouched). */
-int edge_owner(const cai_fence_t *fence, intptr_t consumer,
+ * 2, where at says it was, NULL: not noted); -1 without memory (both
+ * untouched). */
+int edge_owner(const cai_fence_t *fence, DLDevice device, intptr_t consumer,
                const cai_consumer_at *at, void **owner,
                cai_release_fn *release)
 {
@@ -321,8 +336,14 @@ int edge_owner(const cai_fence_t *fence, intptr_t consumer,
     e->owner = *owner;
     e->release = *release;
     e->fence = fence;
+    e->device = device;
     e->consumer = consumer;
-    e->at = *at;
+    if (at != NULL) {
+        e->at = *at;
+    } else {
+        e->at.context = NULL;
+        e->at.id = 0;
+    }
     e->thread = cai_thread_id();
     *owner = e;
     *release = release_edge;

@@ -25,6 +25,8 @@
 #define MAX_PAUSE_NS 1000000L /* the longest a done release waits */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+/* Timed waits on it count on the monotonic clock (waiter_init): a step
+ * back of the wall clock never stalls the waiter. */
 static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 static int running; /* the thread exists */
@@ -38,7 +40,7 @@ static void sleep_locked(long ns)
 {
     struct timespec t;
 
-    clock_gettime(CLOCK_REALTIME, &t);
+    clock_gettime(CLOCK_MONOTONIC, &t);
     t.tv_nsec += ns;
     if (t.tv_nsec >= 1000000000L) {
         t.tv_sec++;
@@ -55,7 +57,9 @@ static void *waiter(void *unused)
     (void)unused;
     pthread_mutex_lock(&lock);
     for (;;) {
-        while (!closed && (paused || cai_release_pending_count() == 0)) {
+        /* Nothing to learn without the driver's query: no wake-ups. */
+        while (!closed && (paused || cai_release_pending_count() == 0 ||
+                           !cai_release_watchable())) {
             pthread_cond_wait(&changed, &lock);
             pause = MIN_PAUSE_NS;
         }
@@ -104,8 +108,16 @@ static void fork_child(void)
     pthread_mutex_unlock(&lock);
 }
 
+/* Also makes changed's timed waits monotonic, before any thread uses it. */
 static void watch_fork(void)
 {
+    pthread_condattr_t attr;
+
+    if (pthread_condattr_init(&attr) == 0) {
+        if (pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) == 0)
+            (void)pthread_cond_init(&changed, &attr);
+        pthread_condattr_destroy(&attr);
+    }
     pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
@@ -118,7 +130,8 @@ static void wake(void)
     pthread_t thread;
 
     pthread_mutex_lock(&lock);
-    if (!closed && !running && !paused && pthread_attr_init(&attr) == 0) {
+    if (!closed && !running && !paused && cai_release_watchable() &&
+        pthread_attr_init(&attr) == 0) {
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
         running = pthread_create(&thread, &attr, waiter, NULL) == 0;
         pthread_attr_destroy(&attr);

@@ -1140,7 +1140,17 @@ static void set_pointer(const void *ptr, int type, int device)
 
 static void fail_after(const char *call, int error, int skip)
 {
+    int i, kept = 0;
+
     pthread_mutex_lock(&lock);
+    /* Error 0 ends the failures set for call before (the first match
+     * answers, so it could not otherwise). */
+    if (error == 0) {
+        for (i = 0; i < failure_count; i++)
+            if (strcmp(failures[i].call, call) != 0)
+                failures[kept++] = failures[i];
+        failure_count = kept;
+    }
     if (failure_count < MAX_FAILURES) {
         snprintf(failures[failure_count].call,
                  sizeof failures[failure_count].call, "%s", call);

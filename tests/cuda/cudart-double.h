@@ -82,7 +82,8 @@ struct cudart_double {
     /* From now on, call (or every call needing a driver when call is "*")
      * fails with error.  cudaGetErrorString, cudaGetLastError,
      * cudaPeekAtLastError, cudaDriverGetVersion and cudaRuntimeGetVersion
-     * never fail, as in the real runtime. */
+     * never fail, as in the real runtime.  Error 0 ends call's failures
+     * set before. */
     void (*fail)(const char *call, int error);
     /* The log since the last reset, one line per call. */
     const char *(*log)(void);

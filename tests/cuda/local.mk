@@ -66,7 +66,8 @@ CUDA_DOUBLE_TESTS = \
 	tests/cuda/pool-t \
 	tests/cuda/reset-t \
 	tests/cuda/strict-t \
-	tests/cuda/release-t
+	tests/cuda/release-t \
+	tests/cuda/promise-t
 check_PROGRAMS += $(CUDA_DOUBLE_TESTS)
 TESTS += $(CUDA_DOUBLE_TESTS)
 VALGRIND_TESTS += $(CUDA_DOUBLE_TESTS)
@@ -88,6 +89,9 @@ tests_cuda_pool_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_release_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS) -I$(top_srcdir)/src
 tests_cuda_release_t_LDADD = src/libcaibridge-core.la tests/tap/libtap.a
 tests_cuda_reset_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
+# cai_release_poll and the pending count are private: linked from the core.
+tests_cuda_promise_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS) -I$(top_srcdir)/src
+tests_cuda_promise_t_LDADD = src/libcaibridge-core.la tests/tap/libtap.a
 tests_cuda_strict_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 # The CUDA export example of docs/guide/c.rst (the page's second
 # `.. code-block:: c`), taken from the page and run on the double.
@@ -121,7 +125,7 @@ CAI_CUDA_PYTHON_TESTS = tests/cuda/test_stream_order.py \
 	tests/cuda/test_copy.py tests/cuda/test_copy_promise.py \
 	tests/cuda/test_reset.py tests/cuda/test_gil.py \
 	tests/cuda/test_release.py tests/cuda/test_release_cost.py \
-	tests/cuda/test_batch.py \
+	tests/cuda/test_batch.py tests/cuda/test_promise.py \
 	tests/cuda/test_calls.py \
 	tests/cuda/test_gpu_script.py
 EXTRA_DIST += $(CAI_CUDA_PYTHON_TESTS) tests/cuda/test_no_cuda.py \

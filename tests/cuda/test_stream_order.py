@@ -178,7 +178,14 @@ def view_made(p):
     caller's context."""
     return (["cuCtxGetCurrent() = P0",
              f"cudaPointerGetAttributes({DEVICE_PTR:#x})"] +
-            fence_recorded(p)[1:])
+            fence_recorded(p)[1:] + stream_id_noted(p))
+
+
+def stream_id_noted(p):
+    """A view's fence on a handle notes that stream's id, which proves a
+    later consumer naming the same handle the same stream (the double
+    gives a handle it was not told of an id of its own)."""
+    return [f"cuStreamGetId({p:#x}) = {(1 << 40) + p}"]
 
 
 def waits_on_ev1(s):
@@ -286,6 +293,7 @@ def test_lookup_and_fence_with_no_context_current(cuda):
         f"cudaStreamIsCapturing({PRODUCER:#x}) = 0",
         "cudaEventCreateWithFlags(cudaEventDisableTiming) = ev1 on P1",
         f"cudaEventRecord(ev1, {PRODUCER:#x})",
+        f"cuStreamGetId({PRODUCER:#x}) = 1",
         "cuCtxSetCurrent(NULL)",
     ]
     assert cuda._c.current_context() is None
@@ -391,6 +399,7 @@ def test_producer_on_another_device(cuda):
         f"cudaStreamIsCapturing({PRODUCER:#x}) = 0",
         "cudaEventCreateWithFlags(cudaEventDisableTiming) = ev1 on P1",
         f"cudaEventRecord(ev1, {PRODUCER:#x})",
+        f"cuStreamGetId({PRODUCER:#x}) = 2",
         "cuCtxSetCurrent(P0)",
     ]
     caller = cuda._c.current_context()

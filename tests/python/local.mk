@@ -76,3 +76,5 @@ CAI_PYTHON_TESTS += tests/python/test_docs_examples.py
 CAI_PYTHON_TESTS += tests/python/test_docs_html.py
 CAI_PYTHON_TESTS += tests/python/test_device_id.py
 CAI_PYTHON_TESTS += tests/python/test_docs_claims.py
+# The capsule example of docs/guide/c.rst, run (tests/guide-capsule.c).
+CAI_PYTHON_TESTS += tests/python/test_guide_capsule.py

@@ -27,8 +27,12 @@ LIMITS = [
     ("to_dlpack(o)", ("capsule", "prop"), ("floor", "prop"), 1.15),
     ("add_dlpack class o.__dlpack__()", ("patched", "patched_prop"),
      ("floor", "prop"), 1.15),
+    # Device memory: its consumer works on a stream (the legacy one when it
+    # names none), so the owner is wrapped in the reverse edge, one
+    # allocation the floor, which keeps no producer for the consumer's
+    # work, does not make (1.01x before the edge, 1.19x with it).
     ("CAI to_dlpack(o, device=(2, 0))", ("cai_capsule", "cai_prop"),
-     ("floor_cai", "cai_prop"), 1.15),
+     ("floor_cai", "cai_prop"), 1.25),
     ("add_dlpack class through its C exchange table",
      ("c_exchange", "c_patched_prop"), ("floor", "prop"), 1.15),
     ("as_dlpack(o).__dlpack__()", ("view", "prop"), ("floor", "prop"), 1.46),
