@@ -3,7 +3,9 @@
  * consumer's stream's pool (cudaMallocAsync), filled by copies queued on
  * that stream, so the host never waits; or, for a host consumer, malloc'd
  * memory the host waits for.  The result is C-contiguous.  The caller has
- * already made the stream wait on the producer's fence.
+ * already ordered the copy after the producer (the stream waits on the
+ * fence, or the host did), and keeps the source until the copy has run;
+ * the free goes where the memory lives (cai_cuda_copy_free).
  */
 #include "config.h"
 
@@ -137,13 +139,64 @@ static int enter_copy_context(struct op *op, intptr_t *stream, DLDevice device)
     return cai_enter_stream_context(op, *stream, device, NULL, 1, &none);
 }
 
-/* The stream a copy is queued on: the consumer's, or without one (no
- * sync) the producer's, or the legacy default stream. */
+/* The stream a copy is queued on: the consumer's (a host copy's caller
+ * passes the legacy stream, having waited for the producer's fence on the
+ * host), or without one (no sync) the producer's, which the caller named
+ * just now, or the legacy default stream. */
 static intptr_t copy_stream(const cai_desc_t *d, intptr_t consumer)
 {
     if (consumer > 0)
         return consumer;
     return d->has_stream && d->stream > 0 ? d->stream : CAI_STREAM_LEGACY;
+}
+
+/* Whether a device copy may go on stream (its context entered): *other is
+ * the stream's device when that is not the data's (the copy would be made
+ * there but said to be on the data's), *capturing set when a graph is
+ * being captured there (its replay would read a source long gone).  -1
+ * failed in op. */
+static int check_copy_stream(struct op *op, const cai_desc_t *d,
+                             intptr_t stream, int *other, int *capturing)
+{
+    enum cudaStreamCaptureStatus state = cudaStreamCaptureStatusNone;
+    CUdevice current;
+
+    /* The default streams are entered on the data's device already. */
+    if (!cai_is_default_stream(stream) && op->have_saved && op->now != NULL &&
+        d->device.device_type == kDLCUDA) {
+        if (cai_context_device(op, &current) != 0)
+            return -1;
+        if ((int)current != d->device.device_id) {
+            *other = (int)current;
+            return 0;
+        }
+    }
+    if (cai_op_failed(
+            op, "cudaStreamIsCapturing",
+            cai_rt.stream_is_capturing(cai_stream_handle(stream), &state)))
+        return -1;
+    *capturing = state != cudaStreamCaptureStatusNone;
+    return 0;
+}
+
+/* Records on a handle's copy the event its free waits on, so that the free
+ * never names the handle; nothing for the default streams, which the
+ * legacy stream the free goes on waits for. */
+static cudaEvent_t record_filled(struct op *op, intptr_t stream)
+{
+    cudaEvent_t made = NULL;
+
+    if (cai_is_default_stream(stream) ||
+        cai_op_failed(
+            op, "cudaEventCreateWithFlags",
+            cai_rt.event_create_with_flags(&made, cudaEventDisableTiming)))
+        return NULL;
+    if (cai_op_failed(op, "cudaEventRecord",
+                      cai_rt.event_record(made, cai_stream_handle(stream)))) {
+        cai_rt.event_destroy(made);
+        return NULL;
+    }
+    return made;
 }
 
 int cai_cuda_copy(const cai_desc_t *d, intptr_t consumer, int to_host,
@@ -153,7 +206,10 @@ int cai_cuda_copy(const cai_desc_t *d, intptr_t consumer, int to_host,
     struct plan plan;
     size_t nbytes;
     intptr_t stream = copy_stream(d, consumer);
-    int status, no_memory = 0;
+    int status, no_memory = 0, other = -1, capturing = 0;
+    unsigned long long context_id = 0;
+    CUcontext context = NULL;
+    cudaEvent_t filled = NULL;
     void *block = NULL;
 
     memset(out, 0, sizeof *out);
@@ -173,7 +229,15 @@ int cai_cuda_copy(const cai_desc_t *d, intptr_t consumer, int to_host,
                         "cudaMemcpy2DAsync");
     make_plan(d, nbytes, &plan);
     if (cai_ctx_save(&op) == 0 &&
-        enter_copy_context(&op, &stream, d->device) == 0) {
+        enter_copy_context(&op, &stream, d->device) == 0 &&
+        (to_host ||
+         check_copy_stream(&op, d, stream, &other, &capturing) == 0) &&
+        other < 0 && !capturing) {
+        /* Where the memory lives, for its free: ids are never reused. */
+        context = op.have_saved ? op.now : NULL;
+        if (context != NULL && cai_drv.ctx_get_id != NULL &&
+            cai_context_id_try(&op, context, &context_id) != CUDA_SUCCESS)
+            context_id = 0;
         /* Host memory is taken only once CUDA can copy into it: a copy
          * refused before that allocates nothing. */
         if (to_host)
@@ -188,6 +252,8 @@ int cai_cuda_copy(const cai_desc_t *d, intptr_t consumer, int to_host,
         int queued = queue_pieces(&op, d, &plan, block,
                                   cai_stream_handle(stream), to_host);
 
+        if (op.call == NULL && !to_host)
+            filled = record_filled(&op, stream);
         /* A failed queue frees at once, in stream order: nothing else
          * names the block. */
         if (op.call != NULL && !to_host)
@@ -210,6 +276,19 @@ int cai_cuda_copy(const cai_desc_t *d, intptr_t consumer, int to_host,
     if (status == 0 && no_memory)
         status = cai_fail(err, CAI_ENOMEM, "copy",
                           "no host memory for a copy of %zu bytes", nbytes);
+    if (status == 0 && other >= 0)
+        status = cai_fail(
+            err, CAI_EUNSUPPORTED, "stream",
+            "copy=True: the consumer's stream is on CUDA device %d but the "
+            "data is on CUDA device %d, and a copy is made where the data "
+            "is; pass a stream of device %d",
+            other, (int)d->device.device_id, (int)d->device.device_id);
+    if (status == 0 && capturing)
+        status = cai_fail(err, CAI_EUNSUPPORTED, "stream",
+                          "copy=True: the consumer's stream is capturing a "
+                          "CUDA graph, whose replays would read the source "
+                          "after it may be gone; copy after the capture "
+                          "ends");
     if (status != 0) {
         if (to_host)
             free(block);
@@ -219,31 +298,77 @@ int cai_cuda_copy(const cai_desc_t *d, intptr_t consumer, int to_host,
     out->stream = stream;
     out->device = d->device;
     out->on_host = to_host;
+    out->context = context;
+    out->context_id = context_id;
+    out->filled = filled;
     return 0;
+}
+
+/* Makes current the context the copy was made in: 1 done, 0 that context
+ * has ended (its memory and events with it), -1 failed in op.  Without a
+ * driver, the data's device. */
+static int enter_copy_home(struct op *op, const cai_copy_t *copy)
+{
+    intptr_t stream = CAI_STREAM_LEGACY;
+    int alive;
+
+    if (copy->context == NULL)
+        return enter_copy_context(op, &stream, copy->device) == 0 ? 1 : -1;
+    alive = cai_context_alive(op, (CUcontext)copy->context, copy->context_id);
+    if (alive <= 0)
+        return alive;
+    return cai_ctx_switch(op, (CUcontext)copy->context) == 0 ? 1 : -1;
+}
+
+int cai_cuda_copy_wait(const cai_copy_t *copy, cai_error_t *err)
+{
+    struct op op;
+    int status;
+
+    if ((status = cai_op_begin(&op, "copy", err)) != 0)
+        return status;
+    /* Just after the copy, on its thread: its stream is alive. */
+    if (cai_ctx_save(&op) == 0 && enter_copy_home(&op, copy) > 0)
+        cai_op_failed(
+            &op, "cudaStreamSynchronize",
+            cai_rt.stream_synchronize(cai_stream_handle(copy->stream)));
+    cai_ctx_restore(&op);
+    return cai_op_end(&op, err);
 }
 
 int cai_cuda_copy_free(const cai_copy_t *copy, cai_error_t *err)
 {
+    cudaStream_t legacy = cai_stream_handle(CAI_STREAM_LEGACY);
     struct op op;
-    intptr_t stream = copy->stream;
     int status;
 
     if (copy->on_host) {
         free(copy->data);
         return cai_ok(err);
     }
-    /* Stream 2 names the calling thread's stream, and a deleter may run on
-     * any thread: the legacy stream waits for every blocking stream, the
-     * per-thread ones included. */
-    if (stream == CAI_STREAM_PER_THREAD)
-        stream = CAI_STREAM_LEGACY;
+    /*
+     * A deleter runs on any thread, at any time: the copy's own stream may
+     * be destroyed (a handle) or not be this thread's (stream 2), and this
+     * thread's context may be another.  The free goes on the legacy stream
+     * of the context the memory was allocated in, which waits for the
+     * default streams' earlier work there, and, for a handle's copy, on the
+     * event recorded after it.  A consumer on a handle orders its own work
+     * before it releases (DLPack's rule, as for every release).
+     */
     if ((status = cai_op_begin(&op, "copy", err)) != 0)
         return status;
-    if (cai_ctx_save(&op) == 0 &&
-        enter_copy_context(&op, &stream, copy->device) == 0)
-        cai_op_failed(
-            &op, "cudaFreeAsync",
-            cai_rt.free_async(copy->data, cai_stream_handle(stream)));
+    if (cai_ctx_save(&op) == 0 && enter_copy_home(&op, copy) > 0) {
+        /* Not freed before the copy ran: left allocated if the wait fails. */
+        if (copy->filled == NULL ||
+            !cai_op_failed(&op, "cudaStreamWaitEvent",
+                           cai_rt.stream_wait_event(
+                               legacy, (cudaEvent_t)copy->filled, 0)))
+            cai_op_failed(&op, "cudaFreeAsync",
+                          cai_rt.free_async(copy->data, legacy));
+        if (copy->filled != NULL)
+            cai_op_failed(&op, "cudaEventDestroy",
+                          cai_rt.event_destroy((cudaEvent_t)copy->filled));
+    }
     cai_ctx_restore(&op);
     return cai_op_end(&op, err);
 }

@@ -207,6 +207,12 @@ int cai_cuda_copy(const cai_desc_t *d, intptr_t consumer, int to_host,
     return no_cuda("copy", err);
 }
 
+int cai_cuda_copy_wait(const cai_copy_t *copy, cai_error_t *err)
+{
+    (void)copy;
+    return no_cuda("copy", err);
+}
+
 int cai_cuda_copy_free(const cai_copy_t *copy, cai_error_t *err)
 {
     (void)copy;

@@ -344,7 +344,8 @@ typedef struct {
  * set only when it returns 0. */
 int request_prepare(cai_state *st, cai_desc_t *d, const cai_request_t *req,
                     intptr_t *consumer);
-PyObject *request_copy(cai_state *st, cai_desc_t *d, const cai_request_t *req);
+PyObject *request_copy(cai_state *st, cai_desc_t *d, const cai_request_t *req,
+                       PyObject *source);
 int host_copy_prepare(cai_state *st, const cai_desc_t *d, PyObject *stream,
                       int never_copy);
 PyObject *host_copy_of_device(cai_state *st, const cai_desc_t *d,
@@ -494,7 +495,8 @@ void contiguous_desc(cai_desc_t *c, void *data, int ndim, const int64_t *shape,
 void view_dealloc(PyObject *self);
 PyObject *copy_to_capsule(cai_state *st, const cai_desc_t *d, int versioned);
 PyObject *device_copy_to_capsule(cai_state *st, const cai_desc_t *d,
-                                 intptr_t consumer, int versioned);
+                                 intptr_t consumer, int versioned,
+                                 PyObject *source);
 unsigned long device_copy_free_failures(void);
 extern const char as_dlpack_doc[];
 PyObject *as_dlpack(PyObject *module, PyObject *const *args, Py_ssize_t nargs,

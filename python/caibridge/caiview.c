@@ -391,9 +391,12 @@ static PyObject *caiview_dlpack(PyObject *self, PyTypeObject *defining_class,
         (prepared = request_prepare(st, &d, &req, &consumer)) < 0)
         return NULL;
     if (prepared == 2)
-        return host_copy_of_device(st, &d, req.versioned);
+        /* A fence on the view's stream taken now, waited for on the host. */
+        return cai_py_host_wait(st, &d, req.sync) != 0
+                   ? NULL
+                   : host_copy_of_device(st, &d, req.versioned);
     if (req.copy)
-        return request_copy(st, &d, &req);
+        return request_copy(st, &d, &req, self);
     if (caiview_reexport(st, v, &d, req.versioned, consumer, &tensor) != 0)
         return NULL;
     return tensor_capsule(tensor, req.versioned);

@@ -228,11 +228,34 @@ unsigned long device_copy_free_failures(void)
     return __atomic_load_n(&copy_free_failures, __ATOMIC_RELAXED);
 }
 
+/* A copy's source, kept by the pending-release machinery until the copy
+ * has read it. */
+static int keep_source(cai_state *st, const cai_copy_t *copy,
+                       const cai_desc_t *d, PyObject *source, cai_error_t *err)
+{
+    cai_consumer_at at = {copy->context, copy->context_id};
+    cai_release_fn release = release_pyobject;
+    void *owner = source;
+
+    Py_INCREF(source);
+    if (st->home != NULL &&
+        owner_away(st->home, source, &owner, &release) != 0)
+        return no_owner_memory(err);
+    /* Recorded on the copy's stream now, right after its pieces: the
+     * source goes once they have run.  Finished releases may run here, so
+     * the GIL is held. */
+    return cai_release_owner_on(copy->stream, d->device, &at, 0, owner,
+                                release, err);
+}
+
 /* copy=True of CUDA memory d describes, the consumer's stream already
  * ordered after the producer: a C-contiguous copy in memory the tensor
- * owns, made and filled on that stream without a host wait. */
+ * owns, made and filled on that stream without a host wait.  source (the
+ * caller's, alive for this call) keeps d's data: it is kept until the
+ * queued copy has run, so a pool cannot hand its memory out before. */
 PyObject *device_copy_to_capsule(cai_state *st, const cai_desc_t *d,
-                                 intptr_t consumer, int versioned)
+                                 intptr_t consumer, int versioned,
+                                 PyObject *source)
 {
     cai_copy_t *copy = malloc(sizeof *copy);
     cai_desc_t c;
@@ -244,6 +267,15 @@ PyObject *device_copy_to_capsule(cai_state *st, const cai_desc_t *d,
         free(copy);
         return raise_status(st, &err);
     }
+    if (keep_source(st, copy, d, source, &err) != 0) {
+        /* The source was let go: the host waits for the copy (the caller
+         * still holds the source) before the error is raised. */
+        Py_BEGIN_ALLOW_THREADS(void)
+        cai_cuda_copy_wait(copy, NULL);
+        Py_END_ALLOW_THREADS
+        device_copy_release(copy);
+        return raise_status(st, &err);
+    }
     contiguous_desc(&c, copy->data, d->ndim, d->shape, d->dtype, d->device);
     c.version = d->version;
     return desc_to_capsule(st, &c, versioned,
@@ -251,8 +283,10 @@ PyObject *device_copy_to_capsule(cai_state *st, const cai_desc_t *d,
                            copy, device_copy_release);
 }
 
-/* A host consumer's copy of CUDA memory: malloc'd, filled on the
- * producer's stream (the legacy one without), the host waiting for it. */
+/* A host consumer's copy of CUDA memory: malloc'd, filled on the legacy
+ * stream of the data's device, the host waiting for it with the
+ * interpreter released (a host function on that stream may need Python).
+ * The caller has waited on the host for the producer's fence. */
 PyObject *host_copy_of_device(cai_state *st, const cai_desc_t *d,
                               int versioned)
 {
@@ -260,8 +294,12 @@ PyObject *host_copy_of_device(cai_state *st, const cai_desc_t *d,
     cai_desc_t c;
     cai_error_t err;
     DLDevice host = {kDLCPU, 0};
+    int rc;
 
-    if (cai_cuda_copy(d, CAI_STREAM_NO_SYNC, 1, &copy, &err) != 0)
+    Py_BEGIN_ALLOW_THREADS
+    rc = cai_cuda_copy(d, CAI_STREAM_LEGACY, 1, &copy, &err);
+    Py_END_ALLOW_THREADS
+    if (rc != 0)
         return raise_status(st, &err);
     contiguous_desc(&c, copy.data, d->ndim, d->shape, d->dtype, host);
     c.version = d->version;
@@ -451,7 +489,11 @@ view_export_slow(cai_state *st, DLPackViewObject *v, PyObject *stream,
 
     view_to_header(v, &d);
     if (to_host == 2) {
-        if (host_copy_prepare(st, &d, stream, copy == -1) < 0)
+        /* Ordered by the view's fence on the host, never by the
+         * producer's stream named now (another thread's stream 2, or a
+         * handle destroyed since). */
+        if (host_copy_prepare(st, &d, stream, copy == -1) < 0 ||
+            view_host_sync(st, v) != 0)
             return NULL;
         view_to_desc(v, &d);
         return host_copy_of_device(st, &d, versioned);
@@ -475,12 +517,19 @@ view_export_slow(cai_state *st, DLPackViewObject *v, PyObject *stream,
     }
     if (!copy && !versioned && v->readonly && !v->readonly_legacy_ok)
         return readonly_legacy_error();
+    /* A device copy with no consumer stream (-1) goes on the legacy
+     * stream after the fence: the producer's stream, named by value when
+     * the view was made, may be gone or another thread's. */
+    if (copy && d.device.device_type == kDLCUDA &&
+        consumer == CAI_STREAM_NO_SYNC)
+        consumer = CAI_STREAM_LEGACY;
     if (host_wait ? view_host_sync(st, v) != 0
                   : view_order(st, v, consumer, &at) != 0)
         return NULL;
     if (copy && d.device.device_type == kDLCUDA) {
         view_to_desc(v, &d);
-        return device_copy_to_capsule(st, &d, consumer, versioned);
+        return device_copy_to_capsule(st, &d, consumer, versioned,
+                                      (PyObject *)v);
     }
     if (copy) {
         view_to_desc(v, &d);

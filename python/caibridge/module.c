@@ -31,10 +31,11 @@ PyDoc_STRVAR(
     "dl_device and copy are __dlpack__'s: dl_device must be where the data "
     "is,\n"
     "or (1, 0) for CUDA memory, which is then copied to the host (the host\n"
-    "waits for that copy only; copy=False refuses).  copy=True makes a\n"
-    "C-contiguous copy marked IS_COPIED that holds nothing of obj: of CUDA\n"
-    "memory, on the consumer's stream without a host wait.  Pinned and "
-    "managed memory\n"
+    "waits for the producer's stream, then for that copy; copy=False\n"
+    "refuses).  copy=True makes a C-contiguous copy marked IS_COPIED: of\n"
+    "host memory at once, holding nothing of obj; of CUDA memory on the\n"
+    "consumer's stream without a host wait, obj kept only until the queued\n"
+    "copy has run.  Pinned and managed memory\n"
     "with no stream, or asked for as dl_device=(1, 0), make the host wait "
     "for\n"
     "the producer's stream first (a consumer on the CPU).");
@@ -190,9 +191,10 @@ int request_prepare(cai_state *st, cai_desc_t *d, const cai_request_t *req,
 }
 
 /* The copy a request with copy=True asks for, after request_prepare: of
- * CUDA memory on the consumer's stream (checked again to read it), else
- * on the host. */
-PyObject *request_copy(cai_state *st, cai_desc_t *d, const cai_request_t *req)
+ * CUDA memory on the consumer's stream (checked again to read it), source
+ * kept until the copy has run; else on the host. */
+PyObject *request_copy(cai_state *st, cai_desc_t *d, const cai_request_t *req,
+                       PyObject *source)
 {
     intptr_t consumer = CAI_STREAM_NO_SYNC;
 
@@ -201,7 +203,7 @@ PyObject *request_copy(cai_state *st, cai_desc_t *d, const cai_request_t *req)
     if ((req->stream != NULL || d->has_stream) &&
         check_stream(st, d, req->stream, &consumer) != 0)
         return NULL;
-    return device_copy_to_capsule(st, d, consumer, req->versioned);
+    return device_copy_to_capsule(st, d, consumer, req->versioned, source);
 }
 
 /*
@@ -241,13 +243,25 @@ PyObject *object_export(cai_state *st, PyObject *obj, PyObject *device,
         return NULL;
     }
     if (prepared == 2) {
+        /* A fence taken now, waited for on the host: the producer's
+         * stream is read just now, on this thread. */
+        PyObject *copy = cai_py_host_wait(st, &d, req->sync) != 0
+                             ? NULL
+                             : host_copy_of_device(st, &d, req->versioned);
+
         Py_XDECREF(keep);
-        return host_copy_of_device(st, &d, req->versioned);
+        return copy;
     }
     if (req->copy) {
-        /* The copy owns its memory: obj and its export go at once. */
-        Py_XDECREF(keep);
-        return request_copy(st, &d, req);
+        /* The copy owns its memory; obj and its export are kept until it
+         * has been made. */
+        PyObject *copy;
+
+        if ((owner = tensor_owner(obj, keep)) == NULL)
+            return NULL;
+        copy = request_copy(st, &d, req, owner);
+        Py_DECREF(owner);
+        return copy;
     }
     if ((owner = tensor_owner(obj, keep)) == NULL)
         return NULL;

@@ -105,6 +105,8 @@ def test_copy_is_ordered_after_the_producer(tl, path, ordered):
      lambda a: np.lib.stride_tricks.as_strided(a, (3, 8), (1, 1))),
     ((16, 2, 1), (2, 2, 3),                                   # N-D
      lambda a: np.lib.stride_tricks.as_strided(a, (2, 2, 3), (16, 2, 1))),
+    # x[:, :, :5] of a padded (2, 3, 8) array: a 2-D piece per outer index
+    ((24, 8, 1), (2, 3, 5), lambda a: a[:48].reshape(2, 3, 8)[:, :, :5]),
 ])
 def test_layouts_are_copied_contiguous(tl, strides, shape, expect):
     src = tl.buffer()
