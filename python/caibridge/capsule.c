@@ -360,8 +360,6 @@ static void delete_other(void *tensor, int versioned, int detached,
 {
     if (!detached)
         delete_tensor(tensor, versioned);
-    else if (release == release_edge)
-        edge_unused(owner); /* no consumer, no work to wait for */
     else if (release != NULL)
         release(owner);
 }
