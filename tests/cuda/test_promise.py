@@ -406,7 +406,9 @@ def test_a_release_that_cannot_record_waits_for_the_consumer(tl, still,
     producer = CAIArray(src, None)
     seen = []
     alive = weakref.ref(producer, lambda _: seen.append(out.copy()))
-    release_it = via_view(producer, LEGACY)
+    # A CAIView: its release runs in its deallocator, the interpreter held
+    # (a capsule's deleter called through ctypes would run without it).
+    release_it = via_from_dlpack(producer, LEGACY)
     del producer
     ran = []
     tl.host_func(LEGACY, lambda: ran.append(1))     # needs the interpreter
