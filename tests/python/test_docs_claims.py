@@ -325,9 +325,17 @@ def test_claim_add_dlpack_is_not_for_cupy():
 def test_claim_readme_does_not_promise_life_for_every_consumer():
     """README: the producer is not kept for every consumer (a side stream's
     handle takes no reverse edge); the README says which keep it."""
-    text = read("README.md")
+    text = " ".join(read("README.md").split())
     assert "the producer stays alive while it" not in text
-    assert "the producer goes at once, while the read\n  may still run" in text
+    # The consumers that take no reverse edge, each named (test_promise.py
+    # and test_release.py check each case on the double).
+    assert ("stream 2 released on another thread than the one that took it"
+            in text)
+    assert "(a stream handle, which may be gone by then), and `stream=-1`" \
+        in text
+    assert "`sync=False` or `CAIBRIDGE_SYNC=0`: no ordering and no reverse " \
+        "edge" in text
+    assert "whether or not the producer named a stream" in text
 
 
 def test_claim_warnings_as_errors_is_said():
