@@ -449,6 +449,7 @@ static int intern_names(cai_state *st)
     st->kw_dlpack[3] = st->name[N_COPY];
     st->kw_from_dlpack[0] = st->name[F_STREAM];
     st->kw_from_dlpack[1] = st->name[N_LEGACY_WRITABLE];
+    st->kw_from_dlpack[2] = st->name[N_ALLOW_READONLY_LEGACY];
     st->kw_stream_max_version =
         PyTuple_Pack(2, st->name[F_STREAM], st->name[N_MAX_VERSION]);
     st->kw_stream = PyTuple_Pack(1, st->name[F_STREAM]);
