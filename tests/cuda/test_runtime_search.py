@@ -40,8 +40,14 @@ NOBODY = 65534
 
 
 def built(name):
-    """A library built in tests/cuda: <build>/python/stage/caibridge is
-    where the package is staged."""
+    """A library built in tests/cuda: its copy in the private folder make
+    check made (tests/cuda/private-doubles.sh), else the build's own
+    (<build>/python/stage/caibridge is where the package is staged)."""
+    private = os.environ.get("CAIBRIDGE_TEST_DOUBLES")
+    if private:
+        path = pathlib.Path(private) / name
+        assert path.exists(), f"not copied: {path}"
+        return path
     spec = importlib.util.find_spec("caibridge")
     build = pathlib.Path(spec.origin).resolve().parents[3]
     path = build / "tests" / "cuda" / ".libs" / name
@@ -446,3 +452,21 @@ def test_long_reasons_are_cut_at_a_word_with_a_pointer(tmp_path):
         result["error"]
     assert said(result, deep.resolve() / "libcudart.so.13",
                 "is a named pipe (FIFO), not a regular file"), result
+
+
+@pytest.mark.skipif("srcdir" not in os.environ,
+                    reason="run outside make check, which makes the "
+                           "private folder (tests/cuda/private-doubles.sh)")
+def test_make_check_loads_the_double_from_a_private_folder(tmp_path):
+    """A tree unpacked with umask 002 (git archive | tar -x as root) has
+    0775 folders, where caibridge rightly refuses a runtime: make check
+    gives each test copies of the doubles in a 0700 folder, so the tests
+    pass whatever the umask of whoever unpacked the tree."""
+    private = os.environ.get("CAIBRIDGE_TEST_DOUBLES")
+    assert private, "make check named no private folder for the doubles"
+    assert os.stat(private).st_mode & 0o7777 == 0o700
+    double = built("libcudart-double.so")
+    assert double.parent == pathlib.Path(private)
+    result = Env(tmp_path).search(CAIBRIDGE_CUDART=str(double))
+    assert result["how"] == "CAIBRIDGE_CUDART", result
+    assert result["refused"] == []
