@@ -18,6 +18,10 @@ AM_TESTS_ENVIRONMENT = case $$f in \
 	  '$(abs_top_builddir)/tests/cuda/.libs';
 EXTRA_DIST += tests/cuda/private-doubles.sh
 
+# The runtime search and the binder make no circle (issue 42).
+TESTS += tests/cuda/layering-t.sh
+EXTRA_DIST += tests/cuda/layering-t.sh
+
 # Correct whether or not CUDA support is built.
 CUDA_ALWAYS_TESTS = \
 	tests/cuda/missing-t \

@@ -4,7 +4,11 @@
 # the runtime doubles built in it would be refused: each test gets copies
 # in a fresh 0700 folder under $TMPDIR (or /tmp), named by
 # CAIBRIDGE_TEST_DOUBLES and removed when the test ends.
+# The folders and libraries the tests make themselves (the search tests'
+# wheel and conda folders) are made with umask 022 for the same reason,
+# whatever the umask of whoever runs make check.
 # $1: the folder libtool built the doubles in.
+umask 022
 cai_built_doubles=$1
 if test -f "$cai_built_doubles/libcudart-double.so"; then
   CAIBRIDGE_TEST_DOUBLES=`umask 077 && \

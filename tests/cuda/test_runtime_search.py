@@ -39,6 +39,16 @@ ROOT = os.geteuid() == 0
 NOBODY = 65534
 
 
+@pytest.fixture(autouse=True)
+def _umask_022():
+    """The folders these tests make must pass caibridge's checks (or fail
+    them only where a test says) whatever the caller's umask: under 002
+    every folder would be group-writable."""
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
 def built(name):
     """A library built in tests/cuda: its copy in the private folder make
     check made (tests/cuda/private-doubles.sh), else the build's own
