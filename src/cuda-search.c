@@ -45,6 +45,10 @@ pthread_mutex_t cai_runtime_lock = PTHREAD_MUTEX_INITIALIZER;
 /* The binder of the search under way (under cai_runtime_lock). */
 static const struct cai_binder *binder;
 
+/* The last reason whole, as cai_set_problem was given it (cut only past
+ * its own room), for cai_cuda_search_problem. */
+static char problem_whole[4096];
+
 /* What ends a reason cut to fit cai_error_t's message. */
 static const char CUT_SHORT[] = "...; all reasons: python -m caibridge";
 
@@ -61,6 +65,7 @@ void CAI_PRINTF(1, 2) cai_set_problem(const char *fmt, ...)
     va_start(ap, fmt);
     n = vsnprintf(full, sizeof full, fmt, ap);
     va_end(ap);
+    memcpy(problem_whole, full, sizeof problem_whole);
     if (n >= 0 && (size_t)n < sizeof cai_runtime_problem) {
         memcpy(cai_runtime_problem, full, (size_t)n + 1);
         return;
@@ -642,6 +647,22 @@ size_t cai_cuda_search_refused(char *list, size_t size)
     return n;
 }
 
+size_t cai_cuda_search_problem(char *text, size_t size)
+{
+    size_t n;
+
+    if (size < 1)
+        return 0;
+    pthread_mutex_lock(&cai_runtime_lock);
+    n = strlen(problem_whole);
+    if (n >= size)
+        n = size - 1;
+    memcpy(text, problem_whole, n);
+    pthread_mutex_unlock(&cai_runtime_lock);
+    text[n] = '\0';
+    return n;
+}
+
 #else /* !HAVE_CUDA */
 
 void cai_cuda_search_hook(void (*hook)(void))
@@ -663,6 +684,13 @@ size_t cai_cuda_search_refused(char *list, size_t size)
 {
     if (size > 0)
         list[0] = '\0';
+    return 0;
+}
+
+size_t cai_cuda_search_problem(char *text, size_t size)
+{
+    if (size > 0)
+        text[0] = '\0';
     return 0;
 }
 

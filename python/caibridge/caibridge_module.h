@@ -185,6 +185,8 @@ int call_at_exit(PyObject *fn);
 /* errors.c */
 PyObject *raise_status(cai_state *st, const cai_error_t *err);
 PyObject *readonly_legacy_error(void);
+/* The candidates the last runtime search passed over, as a list of str. */
+PyObject *refused_list(void);
 int hidden_attribute_error(cai_state *st, PyObject *obj);
 
 /* args.c */

@@ -136,8 +136,11 @@ int request_prepare(cai_state *st, cai_desc_t *d, const cai_request_t *req)
     if (req->copy && d->device.device_type != kDLCPU &&
         d->device.device_type != kDLCUDA) {
         PyErr_Format(PyExc_BufferError,
-                     "copy=True: a copy of device memory (device type %d) is "
-                     "not supported; only host arrays are copied",
+                     "copy=True: %s memory (device type %d) is copied only "
+                     "for a consumer on the host, dl_device=(1, 0); host "
+                     "(kDLCPU) and device (kDLCUDA) arrays are copied",
+                     d->device.device_type == kDLCUDAHost ? "pinned host"
+                                                          : "managed",
                      (int)d->device.device_type);
         return -1;
     }
@@ -543,7 +546,9 @@ static int module_exec(PyObject *module)
         return -1;
     st->CUDAError = PyErr_NewExceptionWithDoc(
         "caibridge.CUDAError",
-        "CUDA is unavailable or a CUDA runtime call failed.",
+        "CUDA is unavailable or a CUDA runtime call failed.  When no usable\n"
+        "runtime was found, its refused attribute lists each candidate the\n"
+        "search passed over, \"path: reason\".",
         PyExc_BufferError, NULL);
     if (st->CUDAError == NULL ||
         PyModule_AddObjectRef(module, "CUDAError", st->CUDAError) < 0 ||

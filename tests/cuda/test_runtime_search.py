@@ -450,18 +450,73 @@ def test_relative_ld_library_path_entry_is_not_loaded(tmp_path, entry):
 
 
 def test_long_reasons_are_cut_at_a_word_with_a_pointer(tmp_path):
-    """A reason longer than an error message has room for ends at a word
-    and says where all the reasons are; the refused list has each whole,
-    with the error too."""
+    """A first reason longer than the C error message has room for is
+    whole in the CUDAError (the C message ends at a word and says where
+    all the reasons are); the refused list has each whole, with the error
+    too."""
     env = Env(tmp_path)
     deep = tmp_path / ("a-rather-long-folder-name-" * 6) / "lib"
     deep.mkdir(parents=True)
     os.mkfifo(deep / "libcudart.so.13")
     result = env.search(CAIBRIDGE_CUDART=str(deep / "libcudart.so.13"))
-    assert result["error"].endswith("...; all reasons: python -m caibridge"), \
-        result["error"]
+    assert "..." not in result["error"], result["error"]
+    assert result["error"].endswith(
+        "is a named pipe (FIFO), not a regular file"), result["error"]
     assert said(result, deep.resolve() / "libcudart.so.13",
                 "is a named pipe (FIFO), not a regular file"), result
+
+
+HAND_OVER = """
+import ctypes, json, caibridge
+a = ctypes.create_string_buffer(24)
+class C:
+    __cuda_array_interface__ = {"shape": (3,), "typestr": "<f8",
+                                "data": (ctypes.addressof(a), False),
+                                "version": 3, "stream": None}
+try:
+    caibridge.as_dlpack(C())
+except caibridge.CUDAError as e:
+    print(json.dumps({"error": str(e),
+                      "refused": getattr(e, "refused", "no attribute")}))
+"""
+
+
+def test_hand_over_error_has_refused_and_the_whole_reason(tmp_path):
+    """cuda.rst: the CUDAError raised when no runtime is found carries
+    .refused, the one a hand-over raises too, and its message gives the
+    first reason whole, however long the path."""
+    env = Env(tmp_path)
+    deep = tmp_path / ("a-rather-long-folder-name-" * 6)
+    lib = put(deep)
+    deep.chmod(0o777)
+    (line,) = [s for s in env.run(HAND_OVER, CAIBRIDGE_CUDART=str(lib))
+               if s.startswith("{")]
+    result = json.loads(line)
+    reason = "its folder %s may be written by others (mode 0777)" % deep
+    assert result["error"].startswith("data: CAIBRIDGE_CUDART=%s is not "
+                                      "used: %s" % (lib, reason)), result
+    assert "..." not in result["error"]
+    assert said(result, lib, reason), result
+
+
+def test_cut_reasons_keep_the_first_whole(tmp_path):
+    """Many reasons: the message has the first whole, then says where the
+    rest are."""
+    env = Env(tmp_path)
+    for sub in ("cu13", "cuda_runtime"):
+        folder = env.wheel(sub)
+        folder.mkdir(parents=True)
+        os.mkfifo(folder / "libcudart.so.13")
+    long_prefix = tmp_path / ("a-rather-long-folder-name-" * 6)
+    long_prefix.mkdir()
+    result = env.search(CONDA_PREFIX=str(long_prefix))
+    if result["how"] is not None:
+        pytest.skip("a CUDA runtime was found on this machine (%s): the "
+                    "search does not fail here" % result["path"])
+    first = "%s is a named pipe (FIFO), not a regular file" % (
+        env.wheel("cu13") / "libcudart.so.13")
+    assert first in result["error"], result["error"]
+    assert result["error"].endswith("...; all reasons: python -m caibridge")
 
 
 @pytest.mark.skipif("srcdir" not in os.environ,

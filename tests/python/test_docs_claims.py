@@ -403,3 +403,40 @@ def test_compatibility_says_torch_as_tensor_ignores_the_stream():
     assert "``torch.as_tensor(obj)`` of a CAI v3 producer ignores" in text
     assert "torch_as_tensor_ignores_the_stream" in read(
         "tests/gpu/release_cases.py")
+
+
+def test_claim_device_memory_is_copied_and_pinned_is_named():
+    """guide/python.rst no longer says device memory is never copied (it is
+    copied on the device since the device copies, tests/cuda/test_copy.py),
+    and the refusal of copy=True for pinned or managed memory names it as
+    such, not as device memory."""
+    text = " ".join(read("docs/guide/python.rst").split())
+    assert "which is never copied" not in text
+    assert "Otherwise nothing is ever copied" not in text
+    assert "of device (``kDLCUDA``) memory on the device" in text
+    for device, kind in (((3, 0), "pinned host"), ((13, 0), "managed")):
+        view = caibridge.as_dlpack(Described(), device=device, sync=False)
+        with pytest.raises(BufferError) as refused:
+            view.__dlpack__(copy=True)
+        assert "device memory" not in str(refused.value)
+        assert "%s memory (device type %d)" % (kind, device[0]) \
+            in str(refused.value)
+
+
+def test_claim_pinned_and_managed_as_kdlcpu_are_copied_with_copy_true():
+    """cuda.rst: pinned and managed memory asked for as kDLCPU are copied
+    with copy=True (not "still not copied"), and handed over without."""
+    text = " ".join(read("docs/cuda.rst").split())
+    assert "Pinned and managed memory are still not copied" not in text
+    assert "with it they are copied on the host after that wait" in text
+    for device in [(3, 0), (13, 0)]:
+        described = Described()
+        view = caibridge.as_dlpack(described, device=device, sync=False)
+        copied = managed(view.__dlpack__(copy=True, dl_device=(1, 0),
+                                         max_version=(1, 3)))
+        assert copied.flags & IS_COPIED
+        assert copied.dl_tensor.data != described.array.ctypes.data
+        shared = managed(view.__dlpack__(dl_device=(1, 0),
+                                         max_version=(1, 3)))
+        assert not shared.flags & IS_COPIED
+        assert shared.dl_tensor.data == described.array.ctypes.data
