@@ -440,3 +440,97 @@ def test_claim_pinned_and_managed_as_kdlcpu_are_copied_with_copy_true():
                                          max_version=(1, 3)))
         assert not shared.flags & IS_COPIED
         assert shared.dl_tensor.data == described.array.ctypes.data
+
+
+def _bfloat16_producer():
+    """A DLPack producer of a bfloat16 tensor, made here (no torch, JAX)."""
+    from conftest import DLDataType, FakeTensor
+
+    fake = FakeTensor(np.zeros(3, dtype=np.uint16))
+    fake.struct.dl_tensor.dtype = DLDataType(4, 16, 1)  # kDLBfloat
+
+    class Producer:
+        def __dlpack_device__(self):
+            return (1, 0)
+
+        def __dlpack__(self, **kwargs):
+            return fake.capsule()
+
+    return Producer(), fake
+
+
+def test_claim_numpy_refuses_bfloat16_as_the_page_says():
+    """behaviour.rst: np.from_dlpack refuses bfloat16 at import with the
+    exception the page names (RuntimeError, not BufferError)."""
+    text = " ".join(read("docs/behaviour.rst").split())
+    assert "refuses it at import (a ``BufferError``)" not in text
+    assert "raises ``RuntimeError``, \"Unsupported dtype in DLTensor\"" \
+        in text
+    producer, fake = _bfloat16_producer()
+    with pytest.raises(RuntimeError, match="Unsupported dtype in DLTensor"):
+        np.from_dlpack(producer)
+    view = caibridge.from_dlpack(producer)       # caibridge takes it
+    with pytest.raises(BufferError, match="bfloat16"):
+        view.__array_interface__
+
+
+def test_claim_add_dlpack_takes_a_python_array_class_like_numbas():
+    """peers.rst no longer says add_dlpack refuses Numba's array type:
+    numba's DeviceNDArray is a Python class with __cuda_array_interface__
+    and no __dlpack__, which add_dlpack takes (guide/bridge.rst does)."""
+    text = " ".join(read("docs/peers.rst").split())
+    assert "which CuPy's and Numba's array types are" not in text
+    assert "``DeviceNDArray`` (numba 0.68) is a Python class" in text
+    assert "caibridge.add_dlpack(DeviceNDArray)" in read(
+        "docs/guide/bridge.rst")
+
+    class DeviceNDArray:        # its shape: CAI, no DLPack of its own
+        def __init__(self):
+            self.array = np.arange(4, dtype=np.float32)
+
+        @property
+        def __cuda_array_interface__(self):
+            return {"shape": (4,), "typestr": "<f4", "version": 3,
+                    "stream": None,
+                    "data": (self.array.ctypes.data, False)}
+
+    assert caibridge.add_dlpack(DeviceNDArray) is DeviceNDArray
+    assert hasattr(DeviceNDArray, "__dlpack__")
+
+
+def test_claim_readme_jax_reads_cai():
+    """README: JAX does read CAI (jnp.asarray), so the README no longer
+    says it reads none; the installed JAX's source is what says so."""
+    text = " ".join(read("README.md").split())
+    assert "JAX reads no CAI at all" not in text
+    assert "`jnp.asarray` read CAI" in text
+    jax = pytest.importorskip("jax", reason="JAX is not installed here")
+    import inspect
+    from jax._src.numpy import array_constructors
+    source = inspect.getsource(array_constructors.array)
+    assert "__cuda_array_interface__" in source, jax.__version__
+
+
+def test_readme_pair_table_cites_each_row():
+    """README's "Which pairs need caibridge": every row of both tables
+    cites a source line or a test, and every citation is defined; the
+    H200 costs give their date and hardware; a reader with no GPU is sent
+    to the NumPy section."""
+    readme = read("README.md")
+    section = readme[readme.index("## Which pairs need caibridge"):]
+    section = section[:section.index("\n## ")]
+    rows = [line for line in section.splitlines()
+            if line.startswith("| ") and not line.startswith("| route")
+            and not line.startswith("| producer")]
+    assert len(rows) >= 14, rows
+    defined = set(re.findall(r"^\[([A-Z]\d)\]: https://", section, re.M))
+    for row in rows:
+        if row.startswith("| H: NumPy"):
+            continue                   # NumPy takes no CUDA data at all
+        cited = re.findall(r"\[([A-Z]\d)\]", row)
+        assert cited, row
+        assert set(cited) <= defined, (row, defined)
+    assert "one H200 (2026-11-28" in section
+    assert "No GPU? Start at [Five minutes, with NumPy only]" \
+        "(#five-minutes-with-numpy-only)" in readme
+    assert "## Five minutes, with NumPy only" in readme
