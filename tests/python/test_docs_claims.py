@@ -534,3 +534,29 @@ def test_readme_pair_table_cites_each_row():
     assert "No GPU? Start at [Five minutes, with NumPy only]" \
         "(#five-minutes-with-numpy-only)" in readme
     assert "## Five minutes, with NumPy only" in readme
+
+
+def test_readme_answers_the_questions_users_ask():
+    """README's Questions: each question of issue 42 has an answer, and
+    the checkable ones hold (views do not pickle; the checklist exists)."""
+    readme = read("README.md")
+    section = readme[readme.index("## Questions"):]
+    section = section[:section.index("\n## ")]
+    for question in ("keep the producer alive myself", "JAX on a GPU",
+                     "`torch.cuda.graph()`", "Several GPUs",
+                     "Threads?", "Which versions", "C or C++ extension"):
+        assert question in section, question
+    assert "What you must still do yourself" in read("docs/cuda.rst")
+    import pickle
+    for view in (caibridge.as_dlpack(np.zeros(2)),
+                 caibridge.from_dlpack(np.zeros(2))):
+        with pytest.raises(TypeError):
+            pickle.dumps(view)
+
+
+def test_index_says_ordering():
+    """index.rst: the site's first page says the ordering, the README's
+    main argument, not only "without copying it"."""
+    text = " ".join(read("docs/index.rst").split())
+    assert "without copying it" not in text
+    assert "in the right order" in text and "must-do-yourself" in text

@@ -356,6 +356,15 @@ def test_settings_in_effect_are_shown():
                                 "ordering": True}
 
 
+def test_each_setting_is_said_once_and_off_says_off():
+    """"ordering" is printed once (it was under build and under settings),
+    and an event pool of 0 reads "off", not "0 per context"."""
+    out = run(env=_env(CAIBRIDGE_EVENT_POOL="0"))
+    assert out.stdout.count("ordering:") == 1, out.stdout
+    assert "event pool:      off (CAIBRIDGE_EVENT_POOL=0)" in out.stdout
+    assert "0 per context" not in out.stdout
+
+
 @pytest.mark.parametrize("name, value, said", [
     # Misspelt on purpose, and spelt in two parts, so that the check that
     # the environment page lists every name of the tree passes it over.
