@@ -123,21 +123,34 @@ extern volatile int cai_forked_after_load;
 
 int cai_runtime_ready(const char *field, cai_error_t *err);
 
-/* Between the runtime's binding (cuda-runtime.c) and its search
- * (cuda-search.c), under cai_runtime_lock: why the last load failed, cut to
- * fit an error's message; loading one file and binding it (0, or -1 with
- * the reason set); unbinding it again; and publishing it as found. */
+/* The search (cuda-search.c) finds files; the binder (cuda-runtime.c)
+ * loads them.  The search's state, under cai_runtime_lock: why the last
+ * search or load failed, cut to fit an error's message. */
 #define CAI_PROBLEM_SIZE sizeof(((cai_error_t *)0)->message)
 extern char cai_runtime_problem[CAI_PROBLEM_SIZE];
 extern pthread_mutex_t cai_runtime_lock;
 void CAI_PRINTF(1, 2) cai_set_problem(const char *fmt, ...);
-int cai_load_from(const char *file, int flags, const char *what);
-void cai_unload_runtime(void);
 /* cai_shutdown: lets the loaded runtime go (dlclose); 1 when one was. */
 int cai_runtime_close(void);
-void cai_found(const char *how, const char *file);
-void cai_load_runtime(void);
 void cai_run_search_hook(void);
+
+/* What the binder lends the search to try a file it found: load and bind
+ * it (0, or -1 with the reason set by cai_set_problem), the versions of the
+ * driver (0 when unknown) and of the runtime just bound, and unbinding it
+ * again (a runtime newer than the driver is passed over). */
+struct cai_binder {
+    int (*load)(const char *file, int flags, const char *what);
+    void (*versions)(int *driver, int *runtime);
+    void (*unload)(void);
+};
+
+/* Under cai_runtime_lock: 0 with the runtime bound through binder, how it
+ * was found ("CAIBRIDGE_CUDART", "already loaded", "pip wheel", "conda",
+ * "system") and the file checked and loaded in path ("" when the loader
+ * chose it by name); -1 with the reason in cai_runtime_problem and nothing
+ * bound. */
+int cai_search_runtime(const struct cai_binder *binder, const char **how,
+                       char *path, size_t size);
 int cai_have_driver(void);
 
 /*

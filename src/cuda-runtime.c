@@ -88,8 +88,6 @@ int cai_rt_version;
 static int runtime_loaded;
 static char runtime_path[PATH_MAX];
 static const char *runtime_how = "";
-char cai_runtime_problem[CAI_PROBLEM_SIZE];
-pthread_mutex_t cai_runtime_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 struct cudriver cai_drv;
 static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
@@ -97,37 +95,6 @@ static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
 /* Set in a child forked after the runtime was loaded: CUDA cannot be used
  * there, and says only "initialization error". */
 volatile int cai_forked_after_load;
-/* What ends a reason cut to fit cai_error_t's message. */
-static const char CUT_SHORT[] = "...; all reasons: python -m caibridge";
-
-/* Says why loading failed.  A text longer than an error's message is cut
- * at a word's end, never inside one, and says where the rest is (every
- * candidate passed over is in the refused list). */
-void CAI_PRINTF(1, 2) cai_set_problem(const char *fmt, ...)
-{
-    char full[4096];
-    size_t room = sizeof cai_runtime_problem - sizeof CUT_SHORT, cut;
-    va_list ap;
-    int n;
-
-    va_start(ap, fmt);
-    n = vsnprintf(full, sizeof full, fmt, ap);
-    va_end(ap);
-    if (n >= 0 && (size_t)n < sizeof cai_runtime_problem) {
-        memcpy(cai_runtime_problem, full, (size_t)n + 1);
-        return;
-    }
-    for (cut = room; cut > 0 && full[cut] != ' '; cut--)
-        ;
-    while (cut > 0 && (full[cut - 1] == ' ' || full[cut - 1] == ',' ||
-                       full[cut - 1] == ';' || full[cut - 1] == ':'))
-        cut--;
-    if (cut == 0)
-        cut = room;
-    memcpy(cai_runtime_problem, full, cut);
-    memcpy(cai_runtime_problem + cut, CUT_SHORT, sizeof CUT_SHORT);
-}
-
 static int bind_all(void *handle, const struct entry_point *points,
                     size_t count, void *table, const char **missing)
 {
@@ -183,8 +150,9 @@ static int bind_runtime(void *handle, const char *what)
 }
 
 
-/* 0 when bound; -1 with the reason in cai_runtime_problem. */
-int cai_load_from(const char *file, int flags, const char *what)
+/* The binder's load: 0 when bound; -1 with the reason in
+ * cai_runtime_problem and nothing bound. */
+static int load_from(const char *file, int flags, const char *what)
 {
     void *handle = dlopen(file, flags);
 
@@ -197,6 +165,7 @@ int cai_load_from(const char *file, int flags, const char *what)
     }
     if (bind_runtime(handle, what) != 0) {
         dlclose(handle);
+        memset(&cai_rt, 0, sizeof cai_rt);
         return -1;
     }
     /* Kept for the life of the process: callers hold its events and state. */
@@ -215,13 +184,25 @@ static void watch_fork(void)
     pthread_atfork(NULL, NULL, note_fork);
 }
 
-/* A runtime bound by cai_load_from but then passed over: unbound. */
-void cai_unload_runtime(void)
+/* A runtime bound by load_from but then passed over: unbound. */
+static void unload_runtime(void)
 {
     dlclose(runtime_handle);
     runtime_handle = NULL;
     memset(&cai_rt, 0, sizeof cai_rt);
 }
+
+/* The driver's version (0 when it does not say) and the bound runtime's,
+ * for the search to pass over a runtime newer than the driver. */
+static void runtime_versions(int *driver, int *runtime)
+{
+    if (cai_rt.driver_get_version(driver) != cudaSuccess)
+        *driver = 0;
+    *runtime = cai_rt_version;
+}
+
+static const struct cai_binder binder = {load_from, runtime_versions,
+                                         unload_runtime};
 
 int cai_runtime_close(void)
 {
@@ -230,22 +211,22 @@ int cai_runtime_close(void)
     pthread_mutex_lock(&cai_runtime_lock);
     loaded = runtime_loaded;
     if (loaded && runtime_handle != NULL)
-        cai_unload_runtime();
+        unload_runtime();
     __atomic_store_n(&runtime_loaded, 0, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&cai_runtime_lock);
     return loaded;
 }
 
 /* Bound: say where from, and publish cai_rt to the lock-free readers.  file
- * is the file checked and loaded, or NULL to ask the loader. */
-void cai_found(const char *how, const char *file)
+ * is the file checked and loaded, or "" to ask the loader. */
+static void found(const char *how, const char *file)
 {
     Dl_info info;
     void *symbol;
 
     runtime_how = how;
     memcpy(&symbol, &cai_rt.runtime_get_version, sizeof symbol);
-    if (file != NULL)
+    if (file[0] != '\0')
         snprintf(runtime_path, sizeof runtime_path, "%s", file);
     else if (dladdr(symbol, &info) != 0 && info.dli_fname != NULL)
         snprintf(runtime_path, sizeof runtime_path, "%s", info.dli_fname);
@@ -255,7 +236,8 @@ void cai_found(const char *how, const char *file)
 
 int cai_runtime_ready(const char *field, cai_error_t *err)
 {
-    char problem[sizeof cai_runtime_problem];
+    char problem[sizeof cai_runtime_problem], path[PATH_MAX];
+    const char *how;
     int loaded;
 
     if (__atomic_load_n(&runtime_loaded, __ATOMIC_ACQUIRE))
@@ -264,8 +246,9 @@ int cai_runtime_ready(const char *field, cai_error_t *err)
     cai_run_search_hook();
     pthread_once(&fork_once, watch_fork);
     pthread_mutex_lock(&cai_runtime_lock);
-    if (!runtime_loaded)
-        cai_load_runtime();
+    if (!runtime_loaded &&
+        cai_search_runtime(&binder, &how, path, sizeof path) == 0)
+        found(how, path);
     loaded = runtime_loaded;
     memcpy(problem, cai_runtime_problem, sizeof problem);
     pthread_mutex_unlock(&cai_runtime_lock);

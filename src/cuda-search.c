@@ -2,8 +2,9 @@
  * Finding the CUDA runtime: CAIBRIDGE_CUDART, one already loaded, NVIDIA's
  * pip wheels in the site-packages folders, $CONDA_PREFIX/lib, then the
  * system's by soname; every file found in a folder is checked before it is
- * loaded, and what is passed over is noted with the reason.  Binding what
- * is found is cuda-runtime.c's.
+ * loaded, and what is passed over is noted with the reason.  The search
+ * hands each file it finds to the binder it is given (cuda-runtime.c's),
+ * which loads it, and hands back where the runtime bound came from.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -37,6 +38,49 @@ static size_t refused_used;
 static char search_dirs[16384];
 static char other_dirs[16384];
 static void (*search_hook)(void);
+/* Why the last search or load failed, and the lock of the search's state
+ * (the binder's too). */
+char cai_runtime_problem[CAI_PROBLEM_SIZE];
+pthread_mutex_t cai_runtime_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The binder of the search under way (under cai_runtime_lock). */
+static const struct cai_binder *binder;
+
+/* The last reason whole, as cai_set_problem was given it (cut only past
+ * its own room), for cai_cuda_search_problem. */
+static char problem_whole[4096];
+
+/* What ends a reason cut to fit cai_error_t's message. */
+static const char CUT_SHORT[] = "...; all reasons: python -m caibridge";
+
+/* Says why loading failed.  A text longer than an error's message is cut
+ * at a word's end, never inside one, and says where the rest is (every
+ * candidate passed over is in the refused list). */
+void CAI_PRINTF(1, 2) cai_set_problem(const char *fmt, ...)
+{
+    char full[4096];
+    size_t room = sizeof cai_runtime_problem - sizeof CUT_SHORT, cut;
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(full, sizeof full, fmt, ap);
+    va_end(ap);
+    memcpy(problem_whole, full, sizeof problem_whole);
+    if (n >= 0 && (size_t)n < sizeof cai_runtime_problem) {
+        memcpy(cai_runtime_problem, full, (size_t)n + 1);
+        return;
+    }
+    for (cut = room; cut > 0 && full[cut] != ' '; cut--)
+        ;
+    while (cut > 0 && (full[cut - 1] == ' ' || full[cut - 1] == ',' ||
+                       full[cut - 1] == ';' || full[cut - 1] == ':'))
+        cut--;
+    if (cut == 0)
+        cut = room;
+    memcpy(cai_runtime_problem, full, cut);
+    memcpy(cai_runtime_problem + cut, CUT_SHORT, sizeof CUT_SHORT);
+}
+
 
 void cai_run_search_hook(void)
 {
@@ -295,8 +339,8 @@ static int load_checked(const char *path, const char *what)
     if (access(name, F_OK) != 0)
         snprintf(name, sizeof name, "%s", ""); /* no /proc: by its path */
     memcpy(checked_path, real, sizeof checked_path);
-    rc = cai_load_from(name[0] != '\0' ? name : checked_path,
-                       RTLD_NOW | RTLD_LOCAL, what);
+    rc = binder->load(name[0] != '\0' ? name : checked_path,
+                      RTLD_NOW | RTLD_LOCAL, what);
     close(fd);
     return rc;
 }
@@ -367,7 +411,7 @@ static int relative_library_path_holds(const char *file, char *problems,
 static int load_newest(const char *dir, char *problems, size_t size,
                        size_t *used)
 {
-    int major, driver_version = 0, first = 1;
+    int major, driver_version = 0, runtime_version = 0, first = 1;
 
     for (major = CUDART_VERSION / 1000; major >= OLDEST_RUNTIME / 1000;
          major--) {
@@ -385,7 +429,7 @@ static int load_newest(const char *dir, char *problems, size_t size,
             snprintf(file, sizeof file, "libcudart.so.%d", major);
             rc = relative_library_path_holds(file, problems, size, used)
                      ? -2
-                     : cai_load_from(file, RTLD_NOW | RTLD_LOCAL, file);
+                     : binder->load(file, RTLD_NOW | RTLD_LOCAL, file);
             if (rc == -2) {
                 first = 0;
                 continue;
@@ -400,24 +444,23 @@ static int load_newest(const char *dir, char *problems, size_t size,
             continue;
         }
         first = 0;
-        if (cai_rt.driver_get_version(&driver_version) == cudaSuccess &&
-            driver_version > 0 &&
-            driver_version / 1000 < cai_rt_version / 1000) {
+        binder->versions(&driver_version, &runtime_version);
+        if (driver_version > 0 &&
+            driver_version / 1000 < runtime_version / 1000) {
             /* Driver too old for this runtime: try an older one. */
             add_problem(problems, size, used,
                         "the CUDA driver (%d.%d) is too old for %s (%d.%d)",
                         driver_version / 1000, driver_version % 1000 / 10,
-                        file, cai_rt_version / 1000,
-                        cai_rt_version % 1000 / 10);
+                        file, runtime_version / 1000,
+                        runtime_version % 1000 / 10);
             refuse(file, "the CUDA driver (%d.%d) is too old for it (%d.%d)",
                    driver_version / 1000, driver_version % 1000 / 10,
-                   cai_rt_version / 1000, cai_rt_version % 1000 / 10);
-            cai_unload_runtime();
+                   runtime_version / 1000, runtime_version % 1000 / 10);
+            binder->unload();
             continue;
         }
         return 0; /* no driver at all is reported at the first call */
     }
-    memset(&cai_rt, 0, sizeof cai_rt);
     return -1;
 }
 
@@ -461,12 +504,23 @@ static int load_chosen(const char *chosen, const char *what)
     return load_checked(chosen, what);
 }
 
+/* A search's end: the runtime was bound, from file (checked and loaded)
+ * or, for "", by the loader's choice. */
+static int bound(const char *where, const char *file, const char **how,
+                 char *path, size_t size)
+{
+    *how = where;
+    snprintf(path, size, "%s", file);
+    return 0;
+}
+
 /* The order: CAIBRIDGE_CUDART, a runtime already in the process, NVIDIA's
  * pip wheels in the site-packages folders (the Python module's), then
  * $CONDA_PREFIX/lib, then the supported sonames; newest major first in
  * each place.  A file found in a folder is loaded only if open_checked
  * passes it.  Under cai_runtime_lock. */
-void cai_load_runtime(void)
+int cai_search_runtime(const struct cai_binder *with, const char **how,
+                       char *path, size_t size)
 {
     const char *chosen = environment("CAIBRIDGE_CUDART");
     const char *conda = environment("CONDA_PREFIX");
@@ -476,24 +530,20 @@ void cai_load_runtime(void)
     char problems[sizeof cai_runtime_problem] = "";
     size_t used = 0;
 
+    binder = with;
     refused_used = 0;
     runtime_refused[0] = '\0';
     if (chosen != NULL && chosen[0] != '\0') {
         snprintf(what, sizeof what, "CAIBRIDGE_CUDART=%s", chosen);
         if (load_chosen(chosen, what) == 0)
-            cai_found("CAIBRIDGE_CUDART", checked_path);
-        else
-            memset(&cai_rt, 0, sizeof cai_rt);
-        return;
+            return bound("CAIBRIDGE_CUDART", checked_path, how, path, size);
+        return -1;
     }
     if (dl_iterate_phdr(find_loaded_cudart, loaded) != 0) {
-        if (cai_load_from(loaded, RTLD_NOW | RTLD_NOLOAD, loaded) == 0) {
-            cai_found("already loaded", NULL);
-            return;
-        }
+        if (binder->load(loaded, RTLD_NOW | RTLD_NOLOAD, loaded) == 0)
+            return bound("already loaded", "", how, path, size);
         add_problem(problems, sizeof problems, &used, "%s",
                     cai_runtime_problem);
-        memset(&cai_rt, 0, sizeof cai_rt);
     }
     note_other_dirs(problems, sizeof problems, &used);
     for (dir = search_dirs; *dir != '\0'; dir += strlen(dir) + 1) {
@@ -506,10 +556,8 @@ void cai_load_runtime(void)
                         dir);
             continue;
         }
-        if (load_newest(dir, problems, sizeof problems, &used) == 0) {
-            cai_found("pip wheel", checked_path);
-            return;
-        }
+        if (load_newest(dir, problems, sizeof problems, &used) == 0)
+            return bound("pip wheel", checked_path, how, path, size);
     }
     if (conda != NULL && conda[0] != '\0') {
         snprintf(what, sizeof what, "%s/lib", conda);
@@ -524,18 +572,16 @@ void cai_load_runtime(void)
                         "is not searched: it is not an absolute path",
                         conda);
         } else if (load_newest(what, problems, sizeof problems, &used) == 0) {
-            cai_found("conda", checked_path);
-            return;
+            return bound("conda", checked_path, how, path, size);
         }
     }
-    if (load_newest(NULL, problems, sizeof problems, &used) == 0) {
-        cai_found("system", NULL);
-        return;
-    }
+    if (load_newest(NULL, problems, sizeof problems, &used) == 0)
+        return bound("system", "", how, path, size);
     /* Short, so the reasons fit an error's message. */
     cai_set_problem("no CUDA runtime (CAIBRIDGE_CUDART unset, none loaded, "
                     "none in pip wheels or $CONDA_PREFIX/lib): %s",
                     problems);
+    return -1;
 }
 
 void cai_cuda_search_hook(void (*hook)(void))
@@ -601,6 +647,22 @@ size_t cai_cuda_search_refused(char *list, size_t size)
     return n;
 }
 
+size_t cai_cuda_search_problem(char *text, size_t size)
+{
+    size_t n;
+
+    if (size < 1)
+        return 0;
+    pthread_mutex_lock(&cai_runtime_lock);
+    n = strlen(problem_whole);
+    if (n >= size)
+        n = size - 1;
+    memcpy(text, problem_whole, n);
+    pthread_mutex_unlock(&cai_runtime_lock);
+    text[n] = '\0';
+    return n;
+}
+
 #else /* !HAVE_CUDA */
 
 void cai_cuda_search_hook(void (*hook)(void))
@@ -622,6 +684,13 @@ size_t cai_cuda_search_refused(char *list, size_t size)
 {
     if (size > 0)
         list[0] = '\0';
+    return 0;
+}
+
+size_t cai_cuda_search_problem(char *text, size_t size)
+{
+    if (size > 0)
+        text[0] = '\0';
     return 0;
 }
 

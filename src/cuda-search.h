@@ -25,6 +25,11 @@ int cai_cuda_search_dirs(const char *const *dirs, size_t count,
  * that do not fit are left out).  Returns how many were copied. */
 size_t cai_cuda_search_refused(char *list, size_t size);
 
+/* Why the last search (or load) failed, whole: the message of a CUDAError
+ * has room for its start only.  In text (of room size, cut to fit);
+ * returns its length. */
+size_t cai_cuda_search_problem(char *text, size_t size);
+
 /* The runtime in use, searching for it first if none is yet: its file, how
  * it was found ("CAIBRIDGE_CUDART", "already loaded", "pip wheel",
  * "conda", "system"), and its version.  CAI_ENOCUDA with the reason

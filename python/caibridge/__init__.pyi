@@ -205,7 +205,11 @@ def to_dlpack(
     :raises caibridge.CUDAError: when CUDA is missing or fails.
     """
 def from_dlpack(
-    x: Any, *, stream: _Stream = None, legacy_writable: bool = False
+    x: Any,
+    *,
+    stream: _Stream = None,
+    legacy_writable: bool = False,
+    allow_readonly_legacy: bool = False,
 ) -> CAIView:
     """
     :param x: an object with ``__dlpack__`` and ``__dlpack_device__``, or a
@@ -215,6 +219,10 @@ def from_dlpack(
         as the CAI ``stream``.
     :param legacy_writable: True describes a legacy (unversioned) tensor
         as writable; it is read-only otherwise.
+    :param allow_readonly_legacy: True lets the view's ``__dlpack__`` hand
+        read-only data out as a legacy capsule, which cannot say read-only
+        (JAX asks for one): a promise that no consumer writes.  The view's
+        interface and its versioned capsules still say read-only.
     :returns: a :class:`CAIView` owning the tensor.
     :raises TypeError: when x is neither a producer nor a capsule.
     :raises ValueError: for ``stream=-1`` with CUDA data through

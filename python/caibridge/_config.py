@@ -472,8 +472,7 @@ def collect():
         say("  DLPack ABI:      %d.%d" % tuple(build["dlpack_abi"]))
         say("  free-threaded:   %s" % ("yes (GIL %s)" % gil if gil_disabled
                                        else "no"))
-        say("  ordering:        %s" % ("on" if caibridge.SYNC_ENABLED else
-                                       "off (CAIBRIDGE_SYNC)"))
+        # Ordering is a setting, said once, under "settings in effect".
     except Exception as e:
         report.fail("build", "%s: %s" % (type(e).__name__, e))
         say("  FAILED (%s: %s)" % (type(e).__name__, e))
@@ -499,9 +498,11 @@ def collect():
     try:
         settings = report.data["settings"] = _core._settings()
         say("  ordering:        %s" % ("on" if settings["ordering"]
-                                       else "off"))
+                                       else "off (CAIBRIDGE_SYNC)"))
         say("  release:         %s" % settings["release"])
-        say("  event pool:      %d per context" % settings["event_pool"])
+        say("  event pool:      %s" % (
+            "%d per context" % settings["event_pool"]
+            if settings["event_pool"] else "off (CAIBRIDGE_EVENT_POOL=0)"))
     except Exception as e:
         report.fail("settings", "%s: %s" % (type(e).__name__, e))
         say("  FAILED (%s: %s)" % (type(e).__name__, e))

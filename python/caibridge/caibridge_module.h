@@ -139,7 +139,7 @@ typedef struct {
     PyObject *name[N_COUNT];
     /* Each entry point's keyword names, in its order (borrowed from name). */
     PyObject *kw_as_dlpack[3], *kw_to_dlpack[7], *kw_dlpack[4],
-        *kw_from_dlpack[2];
+        *kw_from_dlpack[3];
     /* The keyword names from_dlpack passes to __dlpack__. */
     PyObject *kw_stream_max_version, *kw_stream;
     /* ... and with copy=False, for add_array_interface's reads. */
@@ -185,6 +185,8 @@ int call_at_exit(PyObject *fn);
 /* errors.c */
 PyObject *raise_status(cai_state *st, const cai_error_t *err);
 PyObject *readonly_legacy_error(void);
+/* The candidates the last runtime search passed over, as a list of str. */
+PyObject *refused_list(void);
 int hidden_attribute_error(cai_state *st, PyObject *obj);
 
 /* args.c */
@@ -594,6 +596,7 @@ static inline int is_caiview(PyObject *o)
     return Py_TYPE(o)->tp_dealloc == caiview_dealloc;
 }
 int caiview_tensor(cai_state *st, PyObject *view, void **out);
+void caiview_allow_readonly_legacy(PyObject *view);
 PyObject *caiview_interface_of_producer(cai_state *st, PyObject *obj,
                                         int is_cuda);
 

@@ -12,9 +12,10 @@ typedef struct {
     void *tensor; /* DLManagedTensorVersioned * or DLManagedTensor * */
     int versioned;
     DLDevice device;
-    int readonly;     /* read-only whatever the tensor says */
-    PyObject *stream; /* CAI 'stream': an int, or None */
-    PyObject *iface;  /* the interface, built at the first read; private */
+    int readonly;           /* read-only whatever the tensor says */
+    int readonly_legacy_ok; /* read-only data may go out as a legacy capsule */
+    PyObject *stream;       /* CAI 'stream': an int, or None */
+    PyObject *iface; /* the interface, built at the first read; private */
     PyObject *weakrefs;
 } CAIViewObject;
 
@@ -86,6 +87,7 @@ PyObject *caiview_new(cai_state *st, void *tensor, int versioned,
     v->device = d.device;
     v->stream = Py_NewRef(d.device.device_type == kDLCPU ? Py_None : stream);
     v->readonly = readonly;
+    v->readonly_legacy_ok = 0;
     v->iface = NULL;
     v->weakrefs = NULL;
     PyObject_GC_Track(v);
@@ -351,8 +353,17 @@ static int caiview_reexport(cai_state *st, CAIViewObject *v, cai_desc_t *d,
     if (v->versioned && (((DLManagedTensorVersioned *)v->tensor)->flags &
                          DLPACK_FLAG_BITMASK_IS_COPIED))
         options |= CAI_OPT_IS_COPIED;
+    if (v->readonly_legacy_ok)
+        options |= CAI_OPT_LEGACY_READONLY_OK;
     return checked_tensor(st, d, versioned, options, Py_NewRef((PyObject *)v),
                           consumer, 1, out);
+}
+
+/* from_dlpack(..., allow_readonly_legacy=True): the user says the
+ * consumers of this view do not write, as as_dlpack's option does. */
+void caiview_allow_readonly_legacy(PyObject *view)
+{
+    ((CAIViewObject *)view)->readonly_legacy_ok = 1;
 }
 
 /* The exchange API's export (no ordering with the consumer): the data is
@@ -387,6 +398,7 @@ static PyObject *caiview_dlpack(PyObject *self, PyTypeObject *defining_class,
     if (check_positional("__dlpack__", nargs, 0) != 0 ||
         dlpack_request(st, args + nargs, kwnames, &req) != 0)
         return NULL;
+    req.readonly_legacy_ok = v->readonly_legacy_ok;
     if (caiview_desc(st, v, &d) != 0 ||
         (prepared = request_prepare(st, &d, &req, &consumer)) < 0)
         return NULL;

@@ -81,50 +81,10 @@ static void offer_dirs(void)
 #endif
 }
 
-/* The candidates the last search passed over, as a list of str. */
-static PyObject *refused_list(void)
-{
-    char list[8192];
-    PyObject *out = PyList_New(0);
-    const char *entry;
-
-    if (out == NULL)
-        return NULL;
-    (void)cai_cuda_search_refused(list, sizeof list);
-    for (entry = list; *entry != '\0'; entry += strlen(entry) + 1) {
-        PyObject *s = PyUnicode_DecodeFSDefault(entry);
-
-        if (s == NULL || PyList_Append(out, s) != 0) {
-            Py_XDECREF(s);
-            Py_DECREF(out);
-            return NULL;
-        }
-        Py_DECREF(s);
-    }
-    return out;
-}
-
-/* CUDAError for err, with the candidates the search passed over as its
- * refused attribute: the message has room for a few only. */
+/* CUDAError for err (raise_status gives it its refused attribute). */
 static PyObject *raise_with_refused(PyObject *module, cai_error_t *err)
 {
-    PyObject *type, *value, *tb, *refused;
-
-    raise_status(PyModule_GetState(module), err);
-    PyErr_Fetch(&type, &value, &tb);
-    PyErr_NormalizeException(&type, &value, &tb);
-    refused = refused_list();
-    if (refused == NULL ||
-        PyObject_SetAttrString(value, "refused", refused) != 0) {
-        Py_XDECREF(refused);
-        Py_XDECREF(type);
-        Py_XDECREF(value);
-        Py_XDECREF(tb);
-        return NULL;
-    }
-    Py_DECREF(refused);
-    PyErr_Restore(type, value, tb);
-    return NULL;
+    return raise_status(PyModule_GetState(module), err);
 }
 
 static PyObject *runtime_info(PyObject *module, PyObject *unused)

@@ -510,8 +510,11 @@ view_export_slow(cai_state *st, DLPackViewObject *v, PyObject *stream,
     if (copy && d.device.device_type != kDLCPU &&
         d.device.device_type != kDLCUDA) {
         PyErr_Format(PyExc_BufferError,
-                     "copy=True: a copy of device memory (device type %d) is "
-                     "not supported; only host arrays are copied",
+                     "copy=True: %s memory (device type %d) is copied only "
+                     "for a consumer on the host, dl_device=(1, 0); host "
+                     "(kDLCPU) and device (kDLCUDA) arrays are copied",
+                     v->device.device_type == kDLCUDAHost ? "pinned host"
+                                                          : "managed",
                      (int)v->device.device_type);
         return NULL;
     }
@@ -671,7 +674,9 @@ static PyMethodDef view_methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef view_getset[] = {
-    {"obj", view_get_obj, NULL, "The producer whose data this view exports.",
+    {"obj", view_get_obj, NULL,
+     "The object given to as_dlpack, whose data this view exports.\n"
+     "The view holds it, so it lives as long as the view.",
      NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 

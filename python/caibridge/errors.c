@@ -11,6 +11,84 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cuda-search.h"
+
+/* The candidates the last search passed over, as a list of str. */
+PyObject *refused_list(void)
+{
+    char list[8192];
+    PyObject *out = PyList_New(0);
+    const char *entry;
+
+    if (out == NULL)
+        return NULL;
+    (void)cai_cuda_search_refused(list, sizeof list);
+    for (entry = list; *entry != '\0'; entry += strlen(entry) + 1) {
+        PyObject *s = PyUnicode_DecodeFSDefault(entry);
+
+        if (s == NULL || PyList_Append(out, s) != 0) {
+            Py_XDECREF(s);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(s);
+    }
+    return out;
+}
+
+/* What ends a reason cut to fit cai_error_t's message (src/cuda-search.c). */
+static const char CUT[] = "...; all reasons: python -m caibridge";
+
+/*
+ * A missing runtime's text: the C message has room for the start of the
+ * search's reasons only, so a cut one is replaced by the first reason
+ * whole (taken from the search), then a pointer to the rest when there is
+ * more.  Into out (of size room); text itself when it was not cut, or the
+ * search has failed again since with other reasons.
+ */
+static const char *no_runtime_text(const char *text, char *out, size_t size)
+{
+    size_t n = strlen(text), kept, first;
+    const char *colon, *end;
+
+    if (n < sizeof CUT - 1 || strcmp(text + n - (sizeof CUT - 1), CUT) != 0)
+        return text;
+    kept = n - (sizeof CUT - 1);
+    if (cai_cuda_search_problem(out, size) < kept ||
+        strncmp(out, text, kept) != 0)
+        return text;
+    /* "no CUDA runtime (...): first; second", or one reason alone. */
+    colon = strstr(out, ": ");
+    end = colon != NULL ? strstr(colon + 2, "; ") : NULL;
+    if (end != NULL) {
+        first = (size_t)(end - out);
+        if (first + sizeof CUT + 2 <= size)
+            snprintf(out + first, size - first, "; %s", CUT);
+    }
+    return out;
+}
+
+/* err's CUDAError with the candidates the last search passed over as its
+ * refused attribute, the message's first reason whole. */
+static PyObject *raise_no_runtime(PyObject *type, PyObject *msg)
+{
+    PyObject *exc = PyObject_CallOneArg(type, msg), *refused;
+
+    if (exc == NULL)
+        return NULL;
+    refused = refused_list();
+    if (refused == NULL ||
+        PyObject_SetAttrString(exc, "refused", refused) != 0) {
+        Py_XDECREF(refused);
+        Py_DECREF(exc);
+        return NULL;
+    }
+    Py_DECREF(refused);
+    PyErr_SetObject(type, exc);
+    Py_DECREF(exc);
+    return NULL;
+}
+
 PyObject *raise_status(cai_state *st, const cai_error_t *err)
 {
     PyObject *type;
@@ -36,9 +114,11 @@ PyObject *raise_status(cai_state *st, const cai_error_t *err)
     {
         const char *text = err->message[0] ? err->message
                                            : cai_status_name(err->status);
-        char both[sizeof err->field + sizeof err->message + 2];
+        char both[sizeof err->field + 4096 + 2], whole[4096];
         PyObject *msg;
 
+        if (err->status == CAI_ENOCUDA)
+            text = no_runtime_text(text, whole, sizeof whole);
         if (err->field[0] != '\0' && strstr(text, err->field) == NULL) {
             snprintf(both, sizeof both, "%s: %s", err->field, text);
             text = both;
@@ -46,7 +126,10 @@ PyObject *raise_status(cai_state *st, const cai_error_t *err)
         msg = PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "replace");
         if (msg == NULL)
             return NULL;
-        PyErr_SetObject(type, msg);
+        if (err->status == CAI_ENOCUDA)
+            raise_no_runtime(type, msg);
+        else
+            PyErr_SetObject(type, msg);
         Py_DECREF(msg);
     }
     return NULL;

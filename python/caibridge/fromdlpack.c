@@ -10,7 +10,8 @@
 #include <string.h>
 
 const char from_dlpack_doc[] =
-    "from_dlpack(x, *, stream=None, legacy_writable=False)\n"
+    "from_dlpack(x, *, stream=None, legacy_writable=False,\n"
+    "            allow_readonly_legacy=False)\n"
     "--\n\n"
     "Take a DLPack tensor from a producer (an object with __dlpack__) or a\n"
     "capsule, and return a CAIView that owns it: __cuda_array_interface__ "
@@ -32,7 +33,9 @@ const char from_dlpack_doc[] =
     "data is ready.\n"
     "A legacy (unversioned) tensor cannot say whether its memory may be\n"
     "written: it is described as read-only, as NumPy imports it, unless\n"
-    "legacy_writable=True.";
+    "legacy_writable=True.  Read-only data goes out of the view's __dlpack__\n"
+    "as a legacy capsule (which cannot say read-only: JAX asks for one) only\n"
+    "with allow_readonly_legacy=True, a promise that no consumer writes.";
 
 /* CAI has no way to say "not ordered, on an unknown stream". */
 static PyObject *unordered_error(void)
@@ -208,22 +211,12 @@ PyObject *from_producer(cai_state *st, PyObject *x, int given, intptr_t s,
     return result;
 }
 
-PyObject *from_dlpack(PyObject *module, PyObject *const *args,
-                      Py_ssize_t nargs, PyObject *kwnames)
+/* x's tensor in a new view, from whichever source x is. */
+static PyObject *view_of(cai_state *st, PyObject *x, int given, intptr_t s,
+                         int legacy_writable)
 {
-    cai_state *st = PyModule_GetState(module);
-    PyObject *values[2] = {NULL, NULL}, *x, *stream_obj, *result;
-    intptr_t s;
-    int given, legacy_writable;
+    PyObject *stream_obj, *result;
 
-    if (check_positional("from_dlpack", nargs, 1) != 0 ||
-        parse_keywords("from_dlpack", args + nargs, kwnames,
-                       st->kw_from_dlpack, values, 2) != 0 ||
-        (legacy_writable = read_flag(values[1], "legacy_writable", 0)) < 0)
-        return NULL;
-    x = args[0];
-    if (read_stream(st, values[0], &given, &s) != 0)
-        return NULL;
     if (given && s == 0) {
         PyErr_SetString(PyExc_ValueError,
                         "stream = 0 is disallowed by the DLPack and CAI specs "
@@ -254,4 +247,25 @@ PyObject *from_dlpack(PyObject *module, PyObject *const *args,
         from_foreign_table(st, x, given, &result))
         return result;
     return from_producer(st, x, given, s, legacy_writable, -1);
+}
+
+PyObject *from_dlpack(PyObject *module, PyObject *const *args,
+                      Py_ssize_t nargs, PyObject *kwnames)
+{
+    cai_state *st = PyModule_GetState(module);
+    PyObject *values[3] = {NULL, NULL, NULL}, *view;
+    intptr_t s;
+    int given, legacy_writable, ro_ok;
+
+    if (check_positional("from_dlpack", nargs, 1) != 0 ||
+        parse_keywords("from_dlpack", args + nargs, kwnames,
+                       st->kw_from_dlpack, values, 3) != 0 ||
+        (legacy_writable = read_flag(values[1], "legacy_writable", 0)) < 0 ||
+        (ro_ok = read_flag(values[2], "allow_readonly_legacy", 0)) < 0 ||
+        read_stream(st, values[0], &given, &s) != 0)
+        return NULL;
+    view = view_of(st, args[0], given, s, legacy_writable);
+    if (view != NULL && ro_ok)
+        caiview_allow_readonly_legacy(view);
+    return view;
 }

@@ -151,8 +151,11 @@ int request_prepare(cai_state *st, cai_desc_t *d, const cai_request_t *req,
     if (req->copy && d->device.device_type != kDLCPU &&
         d->device.device_type != kDLCUDA) {
         PyErr_Format(PyExc_BufferError,
-                     "copy=True: a copy of device memory (device type %d) is "
-                     "not supported; only host arrays are copied",
+                     "copy=True: %s memory (device type %d) is copied only "
+                     "for a consumer on the host, dl_device=(1, 0); host "
+                     "(kDLCPU) and device (kDLCUDA) arrays are copied",
+                     d->device.device_type == kDLCUDAHost ? "pinned host"
+                                                          : "managed",
                      (int)d->device.device_type);
         return -1;
     }
@@ -488,6 +491,7 @@ static int intern_names(cai_state *st)
     st->kw_dlpack[3] = st->name[N_COPY];
     st->kw_from_dlpack[0] = st->name[F_STREAM];
     st->kw_from_dlpack[1] = st->name[N_LEGACY_WRITABLE];
+    st->kw_from_dlpack[2] = st->name[N_ALLOW_READONLY_LEGACY];
     st->kw_stream_max_version =
         PyTuple_Pack(2, st->name[F_STREAM], st->name[N_MAX_VERSION]);
     st->kw_stream = PyTuple_Pack(1, st->name[F_STREAM]);
@@ -581,7 +585,9 @@ static int module_exec(PyObject *module)
         return -1;
     st->CUDAError = PyErr_NewExceptionWithDoc(
         "caibridge.CUDAError",
-        "CUDA is unavailable or a CUDA runtime call failed.",
+        "CUDA is unavailable or a CUDA runtime call failed.  When no usable\n"
+        "runtime was found, its refused attribute lists each candidate the\n"
+        "search passed over, \"path: reason\".",
         PyExc_BufferError, NULL);
     if (st->CUDAError == NULL ||
         PyModule_AddObjectRef(module, "CUDAError", st->CUDAError) < 0 ||

@@ -7,6 +7,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,10 +16,25 @@
 #include "tap/basic.h"
 #include "test-util.h"
 
-/* CUDART_DOUBLE_DIR comes from tests/cuda/local.mk; LT_OBJDIR is where
- * libtool puts the shared object. */
-#define CUDART_DOUBLE_PATH \
-    CUDART_DOUBLE_DIR "/" LT_OBJDIR "libcudart-double.so"
+/* The double: the copy in the private folder the test harness made
+ * (tests/cuda/private-doubles.sh), else where libtool built it
+ * (CUDART_DOUBLE_DIR from tests/cuda/local.mk), which caibridge refuses
+ * when a folder above it is group-writable. */
+static inline const char *cuda_double_path(void)
+{
+    static char path[4096];
+    const char *dir = getenv("CAIBRIDGE_TEST_DOUBLES");
+
+    if (path[0] == '\0') {
+        if (dir != NULL && dir[0] != '\0')
+            snprintf(path, sizeof path, "%s/libcudart-double.so", dir);
+        else
+            snprintf(path, sizeof path, "%s",
+                     CUDART_DOUBLE_DIR "/" LT_OBJDIR "libcudart-double.so");
+    }
+    return path;
+}
+#define CUDART_DOUBLE_PATH cuda_double_path()
 
 /* Opens the double (the same instance caibridge loads) for its controls. */
 static inline const struct cudart_double *open_double(void)

@@ -13,7 +13,14 @@ AM_TESTS_ENVIRONMENT = case $$f in \
 	*/test_stream_order.py | */test_cuda_bridge.py | \
 	*/test_exchange_streams.py | */test_race_no_pool.py) \
 	  CAIBRIDGE_EVENT_POOL=0; export CAIBRIDGE_EVENT_POOL;; \
-	esac;
+	esac; \
+	. $(srcdir)/tests/cuda/private-doubles.sh \
+	  '$(abs_top_builddir)/tests/cuda/.libs';
+EXTRA_DIST += tests/cuda/private-doubles.sh
+
+# The runtime search and the binder make no circle (issue 42).
+TESTS += tests/cuda/layering-t.sh
+EXTRA_DIST += tests/cuda/layering-t.sh
 
 # Correct whether or not CUDA support is built.
 CUDA_ALWAYS_TESTS = \

@@ -231,7 +231,7 @@ def test_partial_driver_is_named():
     """A driver lacking an entry point is not bound (contexts could not be
     saved and put back), and cuda_runtime_info() says which it lacks."""
     from test_stream_order import double_path
-    partial = double_path().parent / "libcudart-partial.so"
+    partial = double_path("libcudart-partial.so")
     env = dict(os.environ, CAIBRIDGE_CUDART=str(partial))
     code = ("import caibridge\n"
             "print(caibridge.cuda_runtime_info()['driver_missing'])\n")

@@ -39,9 +39,25 @@ ROOT = os.geteuid() == 0
 NOBODY = 65534
 
 
+@pytest.fixture(autouse=True)
+def _umask_022():
+    """The folders these tests make must pass caibridge's checks (or fail
+    them only where a test says) whatever the caller's umask: under 002
+    every folder would be group-writable."""
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
 def built(name):
-    """A library built in tests/cuda: <build>/python/stage/caibridge is
-    where the package is staged."""
+    """A library built in tests/cuda: its copy in the private folder make
+    check made (tests/cuda/private-doubles.sh), else the build's own
+    (<build>/python/stage/caibridge is where the package is staged)."""
+    private = os.environ.get("CAIBRIDGE_TEST_DOUBLES")
+    if private:
+        path = pathlib.Path(private) / name
+        assert path.exists(), f"not copied: {path}"
+        return path
     spec = importlib.util.find_spec("caibridge")
     build = pathlib.Path(spec.origin).resolve().parents[3]
     path = build / "tests" / "cuda" / ".libs" / name
@@ -434,15 +450,88 @@ def test_relative_ld_library_path_entry_is_not_loaded(tmp_path, entry):
 
 
 def test_long_reasons_are_cut_at_a_word_with_a_pointer(tmp_path):
-    """A reason longer than an error message has room for ends at a word
-    and says where all the reasons are; the refused list has each whole,
-    with the error too."""
+    """A first reason longer than the C error message has room for is
+    whole in the CUDAError (the C message ends at a word and says where
+    all the reasons are); the refused list has each whole, with the error
+    too."""
     env = Env(tmp_path)
     deep = tmp_path / ("a-rather-long-folder-name-" * 6) / "lib"
     deep.mkdir(parents=True)
     os.mkfifo(deep / "libcudart.so.13")
     result = env.search(CAIBRIDGE_CUDART=str(deep / "libcudart.so.13"))
-    assert result["error"].endswith("...; all reasons: python -m caibridge"), \
-        result["error"]
+    assert "..." not in result["error"], result["error"]
+    assert result["error"].endswith(
+        "is a named pipe (FIFO), not a regular file"), result["error"]
     assert said(result, deep.resolve() / "libcudart.so.13",
                 "is a named pipe (FIFO), not a regular file"), result
+
+
+HAND_OVER = """
+import ctypes, json, caibridge
+a = ctypes.create_string_buffer(24)
+class C:
+    __cuda_array_interface__ = {"shape": (3,), "typestr": "<f8",
+                                "data": (ctypes.addressof(a), False),
+                                "version": 3, "stream": None}
+try:
+    caibridge.as_dlpack(C())
+except caibridge.CUDAError as e:
+    print(json.dumps({"error": str(e),
+                      "refused": getattr(e, "refused", "no attribute")}))
+"""
+
+
+def test_hand_over_error_has_refused_and_the_whole_reason(tmp_path):
+    """cuda.rst: the CUDAError raised when no runtime is found carries
+    .refused, the one a hand-over raises too, and its message gives the
+    first reason whole, however long the path."""
+    env = Env(tmp_path)
+    deep = tmp_path / ("a-rather-long-folder-name-" * 6)
+    lib = put(deep)
+    deep.chmod(0o777)
+    (line,) = [s for s in env.run(HAND_OVER, CAIBRIDGE_CUDART=str(lib))
+               if s.startswith("{")]
+    result = json.loads(line)
+    reason = "its folder %s may be written by others (mode 0777)" % deep
+    assert result["error"].startswith("data: CAIBRIDGE_CUDART=%s is not "
+                                      "used: %s" % (lib, reason)), result
+    assert "..." not in result["error"]
+    assert said(result, lib, reason), result
+
+
+def test_cut_reasons_keep_the_first_whole(tmp_path):
+    """Many reasons: the message has the first whole, then says where the
+    rest are."""
+    env = Env(tmp_path)
+    for sub in ("cu13", "cuda_runtime"):
+        folder = env.wheel(sub)
+        folder.mkdir(parents=True)
+        os.mkfifo(folder / "libcudart.so.13")
+    long_prefix = tmp_path / ("a-rather-long-folder-name-" * 6)
+    long_prefix.mkdir()
+    result = env.search(CONDA_PREFIX=str(long_prefix))
+    if result["how"] is not None:
+        pytest.skip("a CUDA runtime was found on this machine (%s): the "
+                    "search does not fail here" % result["path"])
+    first = "%s is a named pipe (FIFO), not a regular file" % (
+        env.wheel("cu13") / "libcudart.so.13")
+    assert first in result["error"], result["error"]
+    assert result["error"].endswith("...; all reasons: python -m caibridge")
+
+
+@pytest.mark.skipif("srcdir" not in os.environ,
+                    reason="run outside make check, which makes the "
+                           "private folder (tests/cuda/private-doubles.sh)")
+def test_make_check_loads_the_double_from_a_private_folder(tmp_path):
+    """A tree unpacked with umask 002 (git archive | tar -x as root) has
+    0775 folders, where caibridge rightly refuses a runtime: make check
+    gives each test copies of the doubles in a 0700 folder, so the tests
+    pass whatever the umask of whoever unpacked the tree."""
+    private = os.environ.get("CAIBRIDGE_TEST_DOUBLES")
+    assert private, "make check named no private folder for the doubles"
+    assert os.stat(private).st_mode & 0o7777 == 0o700
+    double = built("libcudart-double.so")
+    assert double.parent == pathlib.Path(private)
+    result = Env(tmp_path).search(CAIBRIDGE_CUDART=str(double))
+    assert result["how"] == "CAIBRIDGE_CUDART", result
+    assert result["refused"] == []

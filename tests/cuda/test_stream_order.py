@@ -27,13 +27,20 @@ DEVICE_PTR = 0x7F0000001000
 PRODUCER, CONSUMER = 0x5000, 0x6000
 
 
-def double_path():
-    """The double next to the staged package: <build>/python/stage/caibridge
-    and <build>/tests/cuda/.libs."""
+def double_path(name="libcudart-double.so"):
+    """The double: the copy in the private folder make check made
+    (CAIBRIDGE_TEST_DOUBLES, tests/cuda/private-doubles.sh), else the one
+    next to the staged package: <build>/python/stage/caibridge and
+    <build>/tests/cuda/.libs."""
+    private = os.environ.get("CAIBRIDGE_TEST_DOUBLES")
+    if private:
+        path = pathlib.Path(private) / name
+        assert path.exists(), f"the CUDA runtime double is not there: {path}"
+        return path
     spec = importlib.util.find_spec("caibridge")
     assert spec is not None and spec.origin, "caibridge is not importable"
     build = pathlib.Path(spec.origin).resolve().parents[3]
-    path = build / "tests" / "cuda" / ".libs" / "libcudart-double.so"
+    path = build / "tests" / "cuda" / ".libs" / name
     assert path.exists(), f"the CUDA runtime double is not built: {path}"
     return path
 

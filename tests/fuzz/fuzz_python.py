@@ -247,7 +247,7 @@ def exercise_producer(fdp):
                 continue
             if fdp.ConsumeBool():
                 caibridge.from_dlpack(capsule, **keywords(
-                    fdp, ["legacy_writable"]))
+                    fdp, ["legacy_writable", "allow_readonly_legacy"]))
         if readable:
             view.__dlpack__(copy=True, max_version=(1, 0))
             np.from_dlpack(view)
@@ -313,7 +313,7 @@ def exercise_capsule(fdp):
     name = pick(fdp, NAMES[versioned])
     capsule = PyCapsule_New(ctypes.addressof(m), name, None)
     view = caibridge.from_dlpack(capsule, **keywords(
-        fdp, ["stream", "legacy_writable"]))
+        fdp, ["stream", "legacy_writable", "allow_readonly_legacy"]))
     repr(view)
     device = view.__dlpack_device__()
     try:

@@ -49,7 +49,7 @@ def jax_bfloat16_round_trip(libs, device):
     jax = libs.jax
     import jax.numpy as jnp
     x = jnp.arange(8, dtype=jnp.float32).astype(jnp.bfloat16)
-    view = caibridge.from_dlpack(x, legacy_writable=True)
+    view = caibridge.from_dlpack(x, allow_readonly_legacy=True)
     back = jax.dlpack.from_dlpack(view)
     ok = back.dtype == x.dtype and bool((back == x).all())
     return ok, f"dtype {back.dtype}"

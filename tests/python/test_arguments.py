@@ -236,9 +236,18 @@ def test_copy_of_device_memory_without_a_driver():
     cuda = caibridge.as_dlpack(CAIProducer(GOOD), device=(2, 0))
     with pytest.raises(BufferError, match="copy: .*no usable CUDA driver"):
         cuda.__dlpack__(copy=True)
-    with pytest.raises(BufferError, match="copy of device memory"):
-        caibridge.as_dlpack(CAIProducer(GOOD), device=(3, 0)).__dlpack__(
-            copy=True, dl_device=(3, 0))
+    # The refusal names pinned and managed memory as what they are (host
+    # memory CUDA can reach), not as device memory, which is copied.
+    for device, kind in (((3, 0), "pinned host"), ((13, 0), "managed")):
+        with pytest.raises(BufferError,
+                           match=r"copy=True: %s memory \(device type %d\) "
+                                 r"is copied only for a consumer on the host, "
+                                 r"dl_device=\(1, 0\)" % (kind, device[0])):
+            caibridge.as_dlpack(CAIProducer(GOOD), device=device).__dlpack__(
+                copy=True, dl_device=device)
+        with pytest.raises(BufferError, match="%s memory" % kind):
+            caibridge.to_dlpack(CAIProducer(GOOD), device=device, copy=True,
+                                dl_device=device)
 
 
 # ---- Stream ordering of CUDA data (no GPU: ordering needs the driver) ---

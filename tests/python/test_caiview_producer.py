@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 import caibridge
-from conftest import (FakeTensor, call_deleter, collect, consumer,
-                      data_pointer, exchange_table, filled, held_by, managed,
+from conftest import (DLManagedTensor, FakeTensor, PyCapsule_GetPointer,
+                      call_deleter, collect, consumer, data_pointer,
+                      exchange_table, filled, held_by, managed,
                       tensor_from_py)
 
 torch, needs_torch = consumer("torch")
@@ -133,3 +134,68 @@ def test_legacy_import_stays_read_only_when_re_exported():
     other = FakeTensor(filled((3,), "int16"), versioned=False)
     writable = caibridge.from_dlpack(other.capsule(), legacy_writable=True)
     assert not managed(writable.__dlpack__(max_version=(1, 0))).flags & 1
+
+
+def read_only_array():
+    a = filled((6,), "float32")
+    a.flags.writeable = False
+    return a
+
+
+def legacy(capsule):
+    """The DLManagedTensor a legacy capsule holds."""
+    return DLManagedTensor.from_address(
+        PyCapsule_GetPointer(capsule, b"dltensor"))
+
+
+# Each way into from_dlpack: a producer's __dlpack__, a legacy capsule (the
+# view is read-only), our own DLPackView.
+READ_ONLY_SOURCES = {
+    "producer": lambda a: a,
+    "legacy capsule": lambda a: FakeTensor(a, versioned=False).capsule(),
+    "DLPackView": lambda a: caibridge.as_dlpack(a),
+}
+
+
+@pytest.mark.parametrize("source", READ_ONLY_SOURCES)
+def test_allow_readonly_legacy_lets_read_only_data_out_as_legacy(source):
+    """JAX's call: __dlpack__(stream=None), no max_version.  The view keeps
+    the opt-in; the data stays read-only wherever it can be said."""
+    a = read_only_array()
+    x = READ_ONLY_SOURCES[source](a)
+    view = caibridge.from_dlpack(x, allow_readonly_legacy=True)
+    assert view.__array_interface__["data"] == (data_pointer(a), True)
+    capsule = view.__dlpack__(stream=None)
+    assert legacy(capsule).dl_tensor.data == data_pointer(a)
+    assert managed(view.__dlpack__(max_version=(1, 0))).flags & 1
+    np.testing.assert_array_equal(np.asarray(view), a)
+    refused = caibridge.from_dlpack(READ_ONLY_SOURCES[source](
+        read_only_array()))
+    with pytest.raises(BufferError, match="allow_readonly_legacy=True"):
+        refused.__dlpack__(stream=None)
+
+
+def test_allow_readonly_legacy_capsule_holds_the_view():
+    a = read_only_array()
+    held_by(lambda: caibridge.from_dlpack(a, allow_readonly_legacy=True),
+            lambda view: view.__dlpack__(stream=None))
+
+
+def test_allow_readonly_legacy_must_be_a_bool():
+    with pytest.raises(TypeError, match="allow_readonly_legacy"):
+        caibridge.from_dlpack(filled((2,), "int8"),
+                              allow_readonly_legacy="yes")
+
+
+@needs_jax
+def test_jax_read_only_array_back_into_jax():
+    """JAX arrays are read-only and JAX asks for legacy capsules: the
+    opt-in is what takes a JAX array through a CAIView and back."""
+    x = jax.numpy.arange(16, dtype=jax.numpy.float32) * 2
+    with pytest.raises(BufferError, match="read-only"):
+        jax.dlpack.from_dlpack(caibridge.from_dlpack(x))
+    view = caibridge.from_dlpack(x, allow_readonly_legacy=True)
+    assert view.__array_interface__["data"][1] is True
+    back = jax.dlpack.from_dlpack(view)
+    assert back.unsafe_buffer_pointer() == x.unsafe_buffer_pointer()
+    np.testing.assert_array_equal(np.asarray(back), np.asarray(x))

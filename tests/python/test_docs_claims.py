@@ -412,3 +412,160 @@ def test_compatibility_says_torch_as_tensor_ignores_the_stream():
     assert "``torch.as_tensor(obj)`` of a CAI v3 producer ignores" in text
     assert "torch_as_tensor_ignores_the_stream" in read(
         "tests/gpu/release_cases.py")
+
+
+def test_claim_device_memory_is_copied_and_pinned_is_named():
+    """guide/python.rst no longer says device memory is never copied (it is
+    copied on the device since the device copies, tests/cuda/test_copy.py),
+    and the refusal of copy=True for pinned or managed memory names it as
+    such, not as device memory."""
+    text = " ".join(read("docs/guide/python.rst").split())
+    assert "which is never copied" not in text
+    assert "Otherwise nothing is ever copied" not in text
+    assert "of device (``kDLCUDA``) memory on the device" in text
+    for device, kind in (((3, 0), "pinned host"), ((13, 0), "managed")):
+        view = caibridge.as_dlpack(Described(), device=device, sync=False)
+        with pytest.raises(BufferError) as refused:
+            view.__dlpack__(copy=True)
+        assert "device memory" not in str(refused.value)
+        assert "%s memory (device type %d)" % (kind, device[0]) \
+            in str(refused.value)
+
+
+def test_claim_pinned_and_managed_as_kdlcpu_are_copied_with_copy_true():
+    """cuda.rst: pinned and managed memory asked for as kDLCPU are copied
+    with copy=True (not "still not copied"), and handed over without."""
+    text = " ".join(read("docs/cuda.rst").split())
+    assert "Pinned and managed memory are still not copied" not in text
+    assert "with it they are copied on the host after that wait" in text
+    for device in [(3, 0), (13, 0)]:
+        described = Described()
+        view = caibridge.as_dlpack(described, device=device, sync=False)
+        copied = managed(view.__dlpack__(copy=True, dl_device=(1, 0),
+                                         max_version=(1, 3)))
+        assert copied.flags & IS_COPIED
+        assert copied.dl_tensor.data != described.array.ctypes.data
+        shared = managed(view.__dlpack__(dl_device=(1, 0),
+                                         max_version=(1, 3)))
+        assert not shared.flags & IS_COPIED
+        assert shared.dl_tensor.data == described.array.ctypes.data
+
+
+def _bfloat16_producer():
+    """A DLPack producer of a bfloat16 tensor, made here (no torch, JAX)."""
+    from conftest import DLDataType, FakeTensor
+
+    fake = FakeTensor(np.zeros(3, dtype=np.uint16))
+    fake.struct.dl_tensor.dtype = DLDataType(4, 16, 1)  # kDLBfloat
+
+    class Producer:
+        def __dlpack_device__(self):
+            return (1, 0)
+
+        def __dlpack__(self, **kwargs):
+            return fake.capsule()
+
+    return Producer(), fake
+
+
+def test_claim_numpy_refuses_bfloat16_as_the_page_says():
+    """behaviour.rst: np.from_dlpack refuses bfloat16 at import with the
+    exception the page names (RuntimeError, not BufferError)."""
+    text = " ".join(read("docs/behaviour.rst").split())
+    assert "refuses it at import (a ``BufferError``)" not in text
+    assert "raises ``RuntimeError``, \"Unsupported dtype in DLTensor\"" \
+        in text
+    producer, fake = _bfloat16_producer()
+    with pytest.raises(RuntimeError, match="Unsupported dtype in DLTensor"):
+        np.from_dlpack(producer)
+    view = caibridge.from_dlpack(producer)       # caibridge takes it
+    with pytest.raises(BufferError, match="bfloat16"):
+        view.__array_interface__
+
+
+def test_claim_add_dlpack_takes_a_python_array_class_like_numbas():
+    """peers.rst no longer says add_dlpack refuses Numba's array type:
+    numba's DeviceNDArray is a Python class with __cuda_array_interface__
+    and no __dlpack__, which add_dlpack takes (guide/bridge.rst does)."""
+    text = " ".join(read("docs/peers.rst").split())
+    assert "which CuPy's and Numba's array types are" not in text
+    assert "``DeviceNDArray`` (numba 0.68) is a Python class" in text
+    assert "caibridge.add_dlpack(DeviceNDArray)" in read(
+        "docs/guide/bridge.rst")
+
+    class DeviceNDArray:        # its shape: CAI, no DLPack of its own
+        def __init__(self):
+            self.array = np.arange(4, dtype=np.float32)
+
+        @property
+        def __cuda_array_interface__(self):
+            return {"shape": (4,), "typestr": "<f4", "version": 3,
+                    "stream": None,
+                    "data": (self.array.ctypes.data, False)}
+
+    assert caibridge.add_dlpack(DeviceNDArray) is DeviceNDArray
+    assert hasattr(DeviceNDArray, "__dlpack__")
+
+
+def test_claim_readme_jax_reads_cai():
+    """README: JAX does read CAI (jnp.asarray), so the README no longer
+    says it reads none; the installed JAX's source is what says so."""
+    text = " ".join(read("README.md").split())
+    assert "JAX reads no CAI at all" not in text
+    assert "`jnp.asarray` read CAI" in text
+    jax = pytest.importorskip("jax", reason="JAX is not installed here")
+    import inspect
+    from jax._src.numpy import array_constructors
+    source = inspect.getsource(array_constructors.array)
+    assert "__cuda_array_interface__" in source, jax.__version__
+
+
+def test_readme_pair_table_cites_each_row():
+    """README's "Which pairs need caibridge": every row of both tables
+    cites a source line or a test, and every citation is defined; the
+    H200 costs give their date and hardware; a reader with no GPU is sent
+    to the NumPy section."""
+    readme = read("README.md")
+    section = readme[readme.index("## Which pairs need caibridge"):]
+    section = section[:section.index("\n## ")]
+    rows = [line for line in section.splitlines()
+            if line.startswith("| ") and not line.startswith("| route")
+            and not line.startswith("| producer")]
+    assert len(rows) >= 14, rows
+    defined = set(re.findall(r"^\[([A-Z]\d)\]: https://", section, re.M))
+    for row in rows:
+        if row.startswith("| H: NumPy"):
+            continue                   # NumPy takes no CUDA data at all
+        cited = re.findall(r"\[([A-Z]\d)\]", row)
+        assert cited, row
+        assert set(cited) <= defined, (row, defined)
+    assert "one H200 (2026-11-28" in section
+    assert "No GPU? Start at [Five minutes, with NumPy only]" \
+        "(#five-minutes-with-numpy-only)" in readme
+    assert "## Five minutes, with NumPy only" in readme
+
+
+def test_readme_answers_the_questions_users_ask():
+    """README's Questions: each question of issue 42 has an answer, and
+    the checkable ones hold (views do not pickle; the checklist exists)."""
+    readme = read("README.md")
+    section = readme[readme.index("## Questions"):]
+    section = section[:section.index("\n## ")]
+    for question in ("keep the producer alive myself", "JAX on a GPU",
+                     "`torch.cuda.graph()`", "Several GPUs",
+                     "Threads?", "Which versions", "C or C++ extension"):
+        assert question in section, question
+    assert "What you must still do yourself" in read("docs/cuda.rst")
+    import pickle
+    for view in (caibridge.as_dlpack(np.zeros(2)),
+                 caibridge.from_dlpack(np.zeros(2))):
+        with pytest.raises(TypeError):
+            pickle.dumps(view)
+
+
+def test_index_says_ordering():
+    """index.rst: the site's first page says the ordering, the README's
+    main argument, not only "without copying it"."""
+    text = " ".join(read("docs/index.rst").split())
+    assert "without copying it" not in text
+    assert "in the right order" in text and "must-do-yourself" in text

@@ -245,8 +245,8 @@ JAX_TYPES = ["bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3b11fnuz",
 @pytest.mark.parametrize("name", JAX_TYPES)
 def test_jax_round_trip(name):
     """JAX into caibridge and back.  JAX exports and asks for legacy
-    capsules, which cannot say read-only: legacy_writable=True lets the
-    view go back (JAX never writes into an imported buffer)."""
+    capsules, which cannot say read-only: allow_readonly_legacy=True lets
+    the view go back (JAX never writes into an imported buffer)."""
     import jax.numpy as jnp
     dtype = getattr(jnp, name, None)
     if dtype is None:
@@ -257,7 +257,7 @@ def test_jax_round_trip(name):
     except Exception as exc:  # JAX's own export refuses the type
         pytest.skip("jax %s does not export %s (%s)"
                     % (jax.__version__, name, exc))
-    view = caibridge.from_dlpack(x, legacy_writable=True)
+    view = caibridge.from_dlpack(x, allow_readonly_legacy=True)
     assert name.replace("_", "") in repr(view).replace("_", "")
     out = managed(view.__dlpack__(max_version=(1, 0)))
     assert out.dl_tensor.data == x.unsafe_buffer_pointer()

@@ -314,8 +314,10 @@ def test_recording_double_lacks_device_count():
     """A real library without cudaGetDeviceCount (the tests' recording
     double, tests/cuda) loaded through CAIBRIDGE_CUDART: a FAILED line and
     exit status 1, where an AttributeError's traceback used to be."""
-    double = os.path.join(os.getcwd(), "tests", "cuda", ".libs",
-                          "libcudart-double.so")
+    double = os.path.join(
+        os.environ.get("CAIBRIDGE_TEST_DOUBLES")
+        or os.path.join(os.getcwd(), "tests", "cuda", ".libs"),
+        "libcudart-double.so")
     if not os.path.isfile(double):
         pytest.skip("the recording double is not built here (tests/cuda)")
     env = dict(os.environ, CAIBRIDGE_CUDART=double)
@@ -352,6 +354,15 @@ def test_settings_in_effect_are_shown():
                       .stdout)
     assert data["settings"] == {"event_pool": 8, "release": "block",
                                 "ordering": True}
+
+
+def test_each_setting_is_said_once_and_off_says_off():
+    """"ordering" is printed once (it was under build and under settings),
+    and an event pool of 0 reads "off", not "0 per context"."""
+    out = run(env=_env(CAIBRIDGE_EVENT_POOL="0"))
+    assert out.stdout.count("ordering:") == 1, out.stdout
+    assert "event pool:      off (CAIBRIDGE_EVENT_POOL=0)" in out.stdout
+    assert "0 per context" not in out.stdout
 
 
 @pytest.mark.parametrize("name, value, said", [
