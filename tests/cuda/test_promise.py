@@ -492,3 +492,27 @@ def test_each_threads_stream_2_is_its_own_line(tl, still):
     caibridge._core._release_poll()
     gc.collect()
     assert held_alive() is None
+
+
+@pytest.mark.parametrize("path", [via_view, via_to_dlpack, via_add_dlpack,
+                                  via_caiview])
+def test_a_handle_consumer_takes_no_edge(tl, still, path):
+    """A consumer on a stream handle (torch's side stream, CuPy's, JAX's):
+    the handle may be gone by the release, so nothing is named then and
+    the producer goes at once; the consumer keeps it alive (docs/cuda.rst's
+    table says so)."""
+    src = tl.buffer(value=NEW)
+    b = tl.stream()
+    kind = PatchedArray if path is via_add_dlpack else CAIArray
+    producer = kind(src, None)
+    alive = weakref.ref(producer)
+    release_it = path(producer, b)
+    del producer
+    gate = tl.gate()
+    tl.copy(b, tl.buffer(), src, gate)
+    tl.lib.double_clear_log()
+    release_it()
+    gc.collect()
+    assert alive() is None
+    assert tl.c.log().decode() == "", "the release named a stream"
+    tl.open(gate)
