@@ -264,7 +264,9 @@ def test_a_batch_on_stream_2_of_another_thread_waits_there(tl, still):
     tl.open(gate)
     tl.drain()
     assert (out == NEW).all()
-    del first, got, views
+    del first
+    got.clear()
+    views.clear()
     gc.collect()
 
 
