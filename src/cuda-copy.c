@@ -198,6 +198,7 @@ int cai_cuda_copy(const cai_desc_t *d, intptr_t consumer, int to_host,
         if (to_host && (op.call == NULL || queued)) {
             cudaError_t rc =
                 cai_rt.stream_synchronize(cai_stream_handle(stream));
+            CAI_COUNT(host_waits, 1);
 
             if (rc != cudaSuccess && queued)
                 block = NULL;
@@ -215,6 +216,7 @@ int cai_cuda_copy(const cai_desc_t *d, intptr_t consumer, int to_host,
             free(block);
         return status;
     }
+    cai_count_copy(to_host, nbytes);
     out->data = block;
     out->stream = stream;
     out->device = d->device;

@@ -40,6 +40,7 @@ cudaError_t cai_host_wait_event(cudaEvent_t event)
 {
     enum cudaStreamCaptureMode mode = relax();
     cudaError_t rc = cai_rt.event_synchronize(event);
+    CAI_COUNT(host_waits, 1);
 
     unrelax(mode);
     return rc;
@@ -49,6 +50,7 @@ static cudaError_t host_wait_stream(cudaStream_t stream)
 {
     enum cudaStreamCaptureMode mode = relax();
     cudaError_t rc = cai_rt.stream_synchronize(stream);
+    CAI_COUNT(host_waits, 1);
 
     unrelax(mode);
     return rc;
@@ -58,6 +60,7 @@ static cudaError_t host_wait_device(void)
 {
     enum cudaStreamCaptureMode mode = relax();
     cudaError_t rc = cai_rt.device_synchronize();
+    CAI_COUNT(host_waits, 1);
 
     unrelax(mode);
     return rc;
@@ -157,6 +160,7 @@ static int record_in(struct op *op, intptr_t stream, DLDevice device,
         fence->event = NULL;
         return -1;
     }
+    CAI_COUNT(records, 1);
     return 0;
 }
 
@@ -214,6 +218,7 @@ static int wait_in(struct op *op, const cai_fence_t *fence, intptr_t stream,
     if (!fence->captured && same_handle(fence, stream)) {
         if (capture_state(op, stream, &state) != 0)
             return -1;
+        CAI_COUNT(waits_skipped, state == cudaStreamCaptureStatusNone);
         if (state == cudaStreamCaptureStatusNone)
             return 0;
     }
@@ -272,6 +277,7 @@ static int wait_in(struct op *op, const cai_fence_t *fence, intptr_t stream,
     }
     if (*refusal != NULL)
         return 0;
+    CAI_COUNT(waits, 1);
     return cai_op_failed(op, "cudaStreamWaitEvent",
                          cai_rt.stream_wait_event(cai_stream_handle(stream),
                                                   fence->event, flags))

@@ -193,6 +193,7 @@ int cai_tensor_new(const DLTensor *src, int readonly, int versioned,
     t->shape = n > 0 ? dims : NULL;
     t->strides = n > 0 ? dims + n : NULL;
     t->byte_offset = 0;
+    CAI_COUNT(views, 1);
     return 0;
 
 fail:

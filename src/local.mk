@@ -18,7 +18,8 @@ CAI_CORE_SOURCES = \
 	src/cuda-events.c \
 	src/cuda-copy.c \
 	src/cuda-none.c \
-	src/shutdown.c
+	src/shutdown.c \
+	src/stats.c
 
 noinst_LTLIBRARIES += src/libcaibridge-core.la
 src_libcaibridge_core_la_SOURCES = $(CAI_CORE_SOURCES) \

@@ -25,6 +25,7 @@ __all__ = [
     "kDLCUDAHost",
     "kDLCUDAManaged",
     "show_config",
+    "stats",
     "to_dlpack",
 ]
 
@@ -247,3 +248,4 @@ def cuda_built() -> bool:
     """
 def cuda_runtime_info() -> dict[str, Any]: ...
 def show_config(file: Any = None) -> int: ...
+def stats() -> dict[str, int]: ...

@@ -539,6 +539,15 @@ def collect():
     else:
         tests["device"] = "skipped: no GPU here"
         say("  device round trip: skipped: no GPU here")
+    say("counters (caibridge.stats(), this process, the self-test's "
+        "included):")
+    try:
+        counts = report.data["stats"] = caibridge.stats()
+        for name, value in counts.items():
+            say("  %-21s%d" % (name + ":", value))
+    except Exception as e:
+        report.fail("stats", "%s: %s" % (type(e).__name__, e))
+        say("  FAILED (%s: %s)" % (type(e).__name__, e))
     status = EXIT_FAILED if report.failed else EXIT_OK
     report.data["exit_status"] = status
     if report.failed:
