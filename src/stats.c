@@ -42,8 +42,7 @@ void cai_count_copy(int to_host, size_t nbytes)
 }
 
 /* Version 1's fields end with cuda_errors. */
-#define STATS_V1_SIZE                                                          \
-    (offsetof(cai_stats_t, cuda_errors) + sizeof(uint64_t))
+#define STATS_V1_SIZE (offsetof(cai_stats_t, cuda_errors) + sizeof(uint64_t))
 
 #define LOAD(field) __atomic_load_n(&cai_counters.field, __ATOMIC_RELAXED)
 

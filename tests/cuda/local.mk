@@ -122,7 +122,7 @@ CAI_CUDA_PYTHON_TESTS = tests/cuda/test_stream_order.py \
 	tests/cuda/test_cuda_bridge.py tests/cuda/test_exchange_streams.py \
 	tests/cuda/test_streams.py tests/cuda/test_runtime_search.py \
 	tests/cuda/test_race.py tests/cuda/test_race_no_pool.py \
-	tests/cuda/test_copy.py \
+	tests/cuda/test_copy.py tests/cuda/test_stats.py \
 	tests/cuda/test_reset.py tests/cuda/test_gil.py \
 	tests/cuda/test_release.py tests/cuda/test_release_cost.py \
 	tests/cuda/test_batch.py tests/cuda/test_promise.py \
