@@ -495,6 +495,8 @@ CAI_API int cai_fence_destroy(cai_fence_t *fence, cai_error_t *err);
  */
 CAI_API int cai_shutdown(cai_error_t *err);
 
+/* ---- Counters (see docs/ordering.rst) ---- */
+
 /*
  * Counters: what caibridge did on the GPU's behalf in this process, so a
  * program can see that it orders anything.  Process-wide, counted with

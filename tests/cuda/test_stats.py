@@ -4,8 +4,10 @@ each hand-over's counts are exact, so a record, wait or release removed (or
 its count) shows here.  The releases' counts say where the producer went:
 at once, or kept until the consumer's work ran and let go at a call or by
 the waiter thread."""
+import ast
 import collections
 import gc
+import pathlib
 import weakref
 
 import pytest
@@ -56,13 +58,17 @@ def against_log(tl, start):
     return s
 
 
+def hand_over_of(producer, consumer):
+    """A view of producer, taken on consumer and released."""
+    view = caibridge.as_dlpack(producer)
+    release_capsule(view.__dlpack__(stream=consumer, max_version=(1, 3)))
+
+
 def hand_over(tl, src, consumer=None):
     """A view of src on a new stream A, taken on consumer (None: A itself)
     and released."""
     a = tl.stream()
-    view = caibridge.as_dlpack(CAIArray(src, a))
-    release_capsule(view.__dlpack__(stream=consumer or a,
-                                    max_version=(1, 3)))
+    hand_over_of(CAIArray(src, a), consumer or a)
 
 
 def test_counters_start_at_zero_after_reset(tl):
@@ -79,10 +85,14 @@ def test_counters_start_at_zero_after_reset(tl):
 
 def test_hand_over_onto_stream_1(tl, counted):
     """Record on A, wait on 1; the release records on 1 and keeps the
-    producer until that event completes, let go at a call."""
+    producer until that event completes (the consumer's kernel held back
+    until then), let go at a call."""
+    gate = tl.gate()
+    tl.fill(LEGACY, tl.buffer(), NEW, gate)     # stream 1 held at the gate
     hand_over(tl, tl.buffer(value=NEW), LEGACY)
     s = caibridge.stats()
-    assert s["releases_deferred"] == 1 and s["releases_pending"] == 1
+    assert (s["releases_deferred"], s["releases_pending"]) == (1, 1), s
+    tl.open(gate)
     settle(tl)
     assert nonzero(against_log(tl, counted)) == {
         "views": 1, "records": 2, "waits": 1, "releases_deferred": 1,
@@ -201,3 +211,37 @@ def test_deferred_release_let_go_by_the_waiter(tl):
     s = caibridge.stats()
     assert (s["releases_pending"], s["let_go_waiter"], s["let_go_call"]) == (
         0, 1, 0), s
+
+
+def documented_counts():
+    """The two dicts docs/ordering.rst shows for a hand-over onto 1."""
+    top = pathlib.Path(__file__).resolve().parents[2]
+    page = top / "docs" / "ordering.rst"
+    lines = [line.strip() for line in page.read_text().splitlines()]
+    return [ast.literal_eval(line) for line in lines
+            if line.startswith("{'views'")]
+
+
+def test_docs_page_counts_are_the_doubles(tl):
+    """docs/ordering.rst's counts, before and after the consumer's kernel
+    ran, are what this hand-over gives."""
+    shown = documented_counts()
+    assert len(shown) == 2, shown
+    caibridge._core._release_poll(True)
+    caibridge._core._stats_reset()
+    gate = tl.gate()
+    tl.fill(LEGACY, tl.buffer(), NEW, gate)     # the consumer's kernel
+    src = tl.buffer(value=NEW)
+    producer = CAIArray(src, tl.stream())
+    alive = weakref.ref(producer)
+    hand_over_of(producer, LEGACY)
+    del producer
+    assert nonzero(caibridge.stats()) == shown[0]
+    tl.open(gate)
+    tl.drain()
+    steps = 0
+    while alive() is not None and steps < 100000:   # bytecodes, not time
+        steps += 1
+        if steps % 1000 == 0:
+            gc.collect()
+    assert nonzero(caibridge.stats()) == shown[1]
