@@ -508,28 +508,24 @@ CAI_API int cai_shutdown(cai_error_t *err);
  */
 #define CAI_STATS_VERSION 1
 
-typedef struct {
+typedef struct cai_stats {
     uint32_t version;           /* CAI_STATS_VERSION of the library */
-    uint32_t size;              /* bytes this library filled */
-    uint64_t views;             /* DLPack tensors made (cai_desc_to_dlpack*) */
-    uint64_t records;           /* events recorded on a producer's stream
-                                  (fences) or a consumer's (releases) */
+    uint32_t size;              /* the bytes it filled */
+    uint64_t views;             /* DLPack tensors made */
+    uint64_t records;           /* events recorded (fences, releases) */
     uint64_t waits;             /* cudaStreamWaitEvent queued */
-    uint64_t waits_skipped;     /* waits not queued: the stream was proven
-                                  the one already ordered */
-    uint64_t host_waits;        /* the host waited for an event, a stream or
-                                  the device */
+    uint64_t waits_skipped;     /* stream proven already ordered */
+    uint64_t host_waits;        /* on an event, a stream or the device */
     uint64_t releases_now;      /* owners released at once */
-    uint64_t releases_deferred; /* owners kept until the consumer's work ran */
-    uint64_t releases_pending;  /* of those, still kept now */
-    uint64_t let_go_waiter;     /* deferred owners let go by the Python
-                                  module's waiter thread */
-    uint64_t let_go_call;       /* deferred owners let go at a call */
+    uint64_t releases_deferred; /* owners kept for the consumer's work */
+    uint64_t releases_pending;  /* of those, kept now */
+    uint64_t let_go_waiter;     /* let go by the module's waiter thread */
+    uint64_t let_go_call;       /* let go at a call */
     uint64_t device_copies;     /* copies into fresh device memory */
-    uint64_t device_copy_bytes;
-    uint64_t host_copies; /* copies into host memory */
-    uint64_t host_copy_bytes;
-    uint64_t cuda_errors; /* CUDA calls of caibridge that failed */
+    uint64_t device_copy_bytes; /* their bytes */
+    uint64_t host_copies;       /* copies into host memory */
+    uint64_t host_copy_bytes;   /* their bytes */
+    uint64_t cuda_errors;       /* CUDA calls of caibridge that failed */
 } cai_stats_t;
 
 /* Fills *out (see above); CAI_EINVAL naming "size" when size is too small
