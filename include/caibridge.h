@@ -511,7 +511,7 @@ CAI_API int cai_shutdown(cai_error_t *err);
 typedef struct cai_stats {
     uint32_t version;           /* CAI_STATS_VERSION of the library */
     uint32_t size;              /* the bytes it filled */
-    uint64_t views;             /* DLPack tensors made */
+    uint64_t views;             /* DLPack tensors made (copies too) */
     uint64_t records;           /* events recorded (fences, releases) */
     uint64_t waits;             /* cudaStreamWaitEvent queued */
     uint64_t waits_skipped;     /* stream proven already ordered */

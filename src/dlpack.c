@@ -254,6 +254,7 @@ int cai_desc_tensor(const cai_desc_t *d, int versioned, unsigned options,
     t->strides = n > 0 ? dims + n : NULL;
     t->byte_offset = 0;
     *out = block;
+    CAI_COUNT(views, 1);
     return 0;
 
 fail:

@@ -183,7 +183,7 @@ def stats():
     """What caibridge did for ordering in this process, counted since it
     loaded (process-wide, every interpreter): a dict of ints.
 
-    ``views`` DLPack tensors made; ``records`` events recorded (a fence on
+    ``views`` DLPack tensors made (copies too); ``records`` events recorded (a fence on
     a producer's stream, a release's on a consumer's); ``waits``
     ``cudaStreamWaitEvent`` queued; ``waits_skipped`` waits not needed,
     the consumer's stream proven the one already ordered; ``host_waits``

@@ -144,7 +144,7 @@ def test_device_copy(tl, counted):
                                     max_version=(1, 3)))
     settle(tl)
     assert nonzero(against_log(tl, counted)) == {
-        "records": 1, "waits": 1, "device_copies": 1,
+        "views": 1, "records": 1, "waits": 1, "device_copies": 1,
         "device_copy_bytes": 64}
 
 
@@ -155,7 +155,7 @@ def test_host_copy_is_a_host_wait(tl, counted):
                                     max_version=(1, 3)))
     settle(tl)
     assert nonzero(against_log(tl, counted)) == {
-        "records": 1, "host_waits": 1, "host_copies": 1,
+        "views": 1, "records": 1, "host_waits": 1, "host_copies": 1,
         "host_copy_bytes": 64}
 
 
