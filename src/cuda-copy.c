@@ -217,6 +217,7 @@ int cai_cuda_copy(const cai_desc_t *d, intptr_t consumer, int to_host,
         return status;
     }
     cai_count_copy(to_host, nbytes);
+    CAI_MARK(to_host ? "copy to host" : "copy", stream, 0, nbytes);
     out->data = block;
     out->stream = stream;
     out->device = d->device;

@@ -288,6 +288,7 @@ static void run_done(struct op *op, struct pending *done, int *status,
     while ((p = done) != NULL) {
         done = p->next;
         cai_count_let_go(p->done);
+        CAI_MARK(p->done ? "release let go" : NULL, p->back.stream, 0, 0);
         if (p->release != NULL)
             p->release(p->owner);
         free(p);
@@ -424,6 +425,7 @@ int cai_release_owner_on(intptr_t stream, DLDevice device,
             if (add_pending(p) == 0) {
                 back.event = NULL;
                 CAI_COUNT(releases_deferred, 1);
+                CAI_MARK("release deferred", stream, 0, 0);
             } else {
                 free(p);
                 p = NULL;

@@ -3,6 +3,7 @@
 #define CAIBRIDGE_INTERNAL_H
 
 #include "caibridge.h"
+#include "trace.h"
 
 #if defined(__GNUC__)
 #define CAI_PRINTF(f, a) __attribute__((format(printf, f, a)))

@@ -465,11 +465,16 @@ def collect():
             "free_threaded": gil_disabled,
             "gil": gil,
             "ordering": bool(caibridge.SYNC_ENABLED),
+            "nvtx": bool(build.get("nvtx")),
         }
         say("  CUDA support:    %s" % ("yes" if caibridge.cuda_built() else
                                        "NO (built with CAIBRIDGE_CUDA=0)"))
         say("  CUDA headers:    %s" % _version(build["cuda_headers"]))
         say("  DLPack ABI:      %d.%d" % tuple(build["dlpack_abi"]))
+        say("  NVTX marks:      %s" % (
+            "built in (shown when NVTX_INJECTION64_PATH names a tool, as "
+            "nsys does)" if build.get("nvtx") else
+            "compiled out (built without nvtx3/nvToolsExt.h)"))
         say("  free-threaded:   %s" % ("yes (GIL %s)" % gil if gil_disabled
                                        else "no"))
         say("  ordering:        %s" % ("on" if caibridge.SYNC_ENABLED else

@@ -9,6 +9,7 @@
 
 #include "cuda-release.h"
 #include "cuda-search.h"
+#include "trace.h"
 
 #include <string.h>
 
@@ -163,9 +164,10 @@ static PyObject *runtime_info(PyObject *module, PyObject *unused)
 
 static PyObject *build_info(PyObject *module, PyObject *unused)
 {
-    return Py_BuildValue("{s:i,s:(ii)}", "cuda_headers",
+    return Py_BuildValue("{s:i,s:(ii),s:O}", "cuda_headers",
                          cai_cuda_headers_version(), "dlpack_abi",
-                         CAIBRIDGE_DLPACK_MAJOR, CAIBRIDGE_DLPACK_MINOR);
+                         CAIBRIDGE_DLPACK_MAJOR, CAIBRIDGE_DLPACK_MINOR,
+                         "nvtx", cai_trace_built() ? Py_True : Py_False);
 }
 
 /* Warns that variable=env is not understood, saying what is used. */
@@ -328,7 +330,8 @@ static PyMethodDef config_methods[] = {
      "releases_pending); for tests."},
     {"_build_info", build_info, METH_NOARGS,
      "_build_info()\n--\n\nWhat was built in: {'cuda_headers': "
-     "CUDART_VERSION or 0, 'dlpack_abi': (major, minor)}."},
+     "CUDART_VERSION or 0, 'dlpack_abi': (major, minor), 'nvtx': NVTX "
+     "marks built in}."},
     {"_runtime_info", runtime_info, METH_NOARGS,
      "_runtime_info()\n--\n\nThe CUDA runtime in use, searching for it "
      "first if need be: {'path', 'how', 'version', 'refused'}; CUDAError with "
