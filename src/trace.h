@@ -20,13 +20,13 @@ void cai_trace_mark(const char *what, intptr_t stream, intptr_t other,
                     size_t bytes);
 void cai_trace_push(const char *what, intptr_t stream, intptr_t other);
 void cai_trace_pop(void);
-#define CAI_TRACING()                                                          \
-    (__atomic_load_n(&cai_trace_state, __ATOMIC_RELAXED) >= 0 &&              \
+#define CAI_TRACING()                                            \
+    (__atomic_load_n(&cai_trace_state, __ATOMIC_RELAXED) >= 0 && \
      cai_trace_start())
 /* what, the stream it is on, the other stream (0: none), bytes (0: none) */
-#define CAI_MARK(what, stream, other, bytes)                                   \
+#define CAI_MARK(what, stream, other, bytes) \
     (CAI_TRACING() ? cai_trace_mark(what, stream, other, bytes) : (void)0)
-#define CAI_PUSH(what, stream, other)                                          \
+#define CAI_PUSH(what, stream, other) \
     (CAI_TRACING() ? cai_trace_push(what, stream, other) : (void)0)
 #define CAI_POP() (CAI_TRACING() ? cai_trace_pop() : (void)0)
 #else
