@@ -6,6 +6,8 @@ shows, on the timeline double."""
 import gc
 import os
 import pathlib
+import subprocess
+import sys
 import tempfile
 import weakref
 
@@ -146,3 +148,25 @@ def test_blocking_release_is_a_host_wait(tl, marks):
         caibridge._core._set_release_blocking(False)
     assert marks() == (["mark record %#x" % a] + hand_over("%#x" % a, 1) +
                        ["mark record 1", "push host wait", "pop"])
+
+
+def test_no_tool_no_mark(tmp_path):
+    """Without NVTX_INJECTION64_PATH, the same hand-over makes no mark (the
+    tool is never loaded, so its file is never written)."""
+    log = tmp_path / "marks"
+    env = dict(os.environ, CAI_NVTX_LOG=str(log))
+    del env["NVTX_INJECTION64_PATH"]
+    code = ("from timeline_double import Timeline, CAIArray, caibridge\n"
+            "tl = Timeline(); tl.start()\n"
+            "a = tl.stream()\n"
+            "view = caibridge.as_dlpack(CAIArray(tl.buffer(), a))\n"
+            "capsule = view.__dlpack__(stream=1, max_version=(1, 3))\n"
+            "assert caibridge.stats()['waits'] == 1\n")
+    here = pathlib.Path(__file__).resolve().parent
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(here)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+                       if p])
+    out = subprocess.run([sys.executable, "-c", code], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert not log.exists(), log.read_text()

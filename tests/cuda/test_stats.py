@@ -245,3 +245,20 @@ def test_docs_page_counts_are_the_doubles(tl):
         if steps % 1000 == 0:
             gc.collect()
     assert nonzero(caibridge.stats()) == shown[1]
+
+
+def test_python_m_caibridge_shows_the_counters():
+    """python -m caibridge --json carries the counters and says whether the
+    NVTX marks are built in; its text lists the counters."""
+    import json
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-m", "caibridge", "--json"],
+                         capture_output=True, text=True, timeout=120)
+    data = json.loads(out.stdout)
+    assert set(data["stats"]) == set(caibridge.stats())
+    assert data["build"]["nvtx"] == caibridge._core._build_info()["nvtx"]
+    text = subprocess.run([sys.executable, "-m", "caibridge"],
+                          capture_output=True, text=True, timeout=120).stdout
+    assert "counters (caibridge.stats()" in text
+    assert "  releases_pending:" in text and "NVTX marks:" in text
