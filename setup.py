@@ -23,6 +23,7 @@ from setuptools.command.build_ext import build_ext
 ROOT = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 from sources import cuda_include_dirs, cudart_version, version  # noqa: E402
+from sources import nvtx_include_dirs  # noqa: E402
 from sources import core_sources, module_sources  # noqa: E402
 
 sys.path.pop(0)
@@ -84,6 +85,15 @@ class BuildExt(build_ext):
 
     def build_extensions(self):
         cuda_include, lines = cuda_config()
+        nvtx = nvtx_include_dirs() if cuda_include else []
+        # NVTX v3 is header only: marks in a profiler where its header is
+        # found (a toolkit, nvidia-nvtx), else compiled out.
+        sys.stderr.write("caibridge: NVTX marks: %s\n" % (
+            "header from " + nvtx[0] if nvtx else "compiled out (no "
+            "nvtx3/nvToolsExt.h beside the CUDA headers, in nvidia-nvtx or "
+            "/usr/local/cuda*)"))
+        if nvtx:
+            lines.append("#define HAVE_NVTX 1")
         config_dir = os.path.join(self.build_temp, "caibridge-config")
         os.makedirs(config_dir, exist_ok=True)
         with open(os.path.join(config_dir, "config.h"), "w") as f:
@@ -93,6 +103,8 @@ class BuildExt(build_ext):
             ext.include_dirs.insert(0, config_dir)
             if cuda_include:
                 ext.include_dirs.append(cuda_include)
+            if nvtx:
+                ext.include_dirs.append(nvtx[0])
         super().build_extensions()
 
 

@@ -21,6 +21,7 @@ CAI_DOCS_SOURCES = \
 	docs/peers.rst \
 	docs/development.rst \
 	docs/troubleshooting.rst \
+	docs/ordering.rst \
 	docs/environment.rst \
 	docs/compatibility.rst \
 	docs/changelog.rst \

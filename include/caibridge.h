@@ -495,6 +495,47 @@ CAI_API int cai_fence_destroy(cai_fence_t *fence, cai_error_t *err);
  */
 CAI_API int cai_shutdown(cai_error_t *err);
 
+/* ---- Counters (see docs/ordering.rst) ---- */
+
+/*
+ * Counters: what caibridge did on the GPU's behalf in this process, so a
+ * program can see that it orders anything.  Process-wide, counted with
+ * relaxed atomics (a read during other threads' calls is a moment's
+ * picture, each counter exact on its own).  cai_stats fills the first size
+ * bytes of *out (size: sizeof(cai_stats_t) of the caller's header, at
+ * least up to cuda_errors); version says which fields this library knows,
+ * and later versions only add fields at the end.
+ */
+#define CAI_STATS_VERSION 1
+
+typedef struct cai_stats {
+    uint32_t version;           /* CAI_STATS_VERSION of the library */
+    uint32_t size;              /* the bytes it filled */
+    uint64_t views;             /* DLPack tensors made (copies too) */
+    uint64_t records;           /* events recorded (fences, releases) */
+    uint64_t waits;             /* cudaStreamWaitEvent queued */
+    uint64_t waits_skipped;     /* stream proven already ordered */
+    uint64_t host_waits;        /* on an event, a stream or the device */
+    uint64_t releases_now;      /* owners released at once */
+    uint64_t releases_deferred; /* owners kept for the consumer's work */
+    uint64_t releases_pending;  /* of those, kept now */
+    uint64_t let_go_waiter;     /* let go by the module's waiter thread */
+    uint64_t let_go_call;       /* let go at a call */
+    uint64_t device_copies;     /* copies into fresh device memory */
+    uint64_t device_copy_bytes; /* their bytes */
+    uint64_t host_copies;       /* copies into host memory */
+    uint64_t host_copy_bytes;   /* their bytes */
+    uint64_t cuda_errors;       /* CUDA calls of caibridge that failed */
+} cai_stats_t;
+
+/* Fills *out (see above); CAI_EINVAL naming "size" when size is too small
+ * for version 1's fields. */
+CAI_API int cai_stats(cai_stats_t *out, size_t size, cai_error_t *err);
+
+/* Sets every counter to 0 but releases_pending, which is a count of what
+ * is kept now; for tests. */
+CAI_API void cai_stats_reset(void);
+
 #ifdef __cplusplus
 }
 #endif

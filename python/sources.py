@@ -74,6 +74,24 @@ def cuda_include_dirs():
                                     os.path.join("crt", "host_defines.h")))]
 
 
+def nvtx_include_dirs():
+    """Folders holding NVTX v3's header-only nvtx3/nvToolsExt.h, in the
+    order tried: the toolkit CUDA_HOME or CUDA_PATH names, NVIDIA's pip
+    packages (nvidia-nvtx: nvidia/cu*/include or nvidia/nvtx/include) on
+    sys.path, /usr/local/cuda, then /usr/local/cuda-*, newest first."""
+    dirs = [os.path.join(os.environ[name], "include")
+            for name in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(name)]
+    for entry in sys.path:
+        base = os.path.join(entry or os.curdir, "nvidia")
+        dirs += sorted(glob.glob(os.path.join(base, "cu[0-9]*", "include")),
+                       reverse=True)
+        dirs.append(os.path.join(base, "nvtx", "include"))
+    dirs.append("/usr/local/cuda/include")
+    dirs += sorted(glob.glob("/usr/local/cuda-*/include"), reverse=True)
+    return [d for d in dirs
+            if os.path.isfile(os.path.join(d, "nvtx3", "nvToolsExt.h"))]
+
+
 def cudart_version(include):
     """CUDART_VERSION of the headers in include (13000 for 13.0), or None."""
     try:
@@ -89,6 +107,11 @@ if __name__ == "__main__":
     top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     if sys.argv[1:] == ["--version"]:
         print(version(top))
+    elif sys.argv[1:] == ["--nvtx-include"]:
+        found = nvtx_include_dirs()
+        if not found:
+            sys.exit(1)
+        print(os.path.abspath(found[0]))
     elif sys.argv[1:] == ["--cuda-include"]:
         found = [d for d in cuda_include_dirs() if cudart_version(d)]
         if not found:

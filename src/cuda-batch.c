@@ -119,6 +119,8 @@ int cai_fence_wait_once_at(const cai_fence_t *fence, intptr_t consumer_stream,
     if (proven && waited(fence, &key) &&
         cai_stream_capturing(&op, consumer_stream, &capturing) == 0 &&
         !capturing) {
+        CAI_COUNT(waits_skipped, 1);
+        CAI_MARK("skip", fence->stream, consumer_stream, 0);
         /* Already ordered: at release the default stream is where it was
          * at that wait, the very context named by key. */
         if (at != NULL && cai_is_default_stream(consumer_stream)) {

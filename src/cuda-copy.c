@@ -264,6 +264,7 @@ int cai_cuda_copy(const cai_desc_t *d, intptr_t consumer, int to_host,
         if (to_host && (op.call == NULL || queued)) {
             cudaError_t rc =
                 cai_rt.stream_synchronize(cai_stream_handle(stream));
+            CAI_COUNT(host_waits, 1);
 
             if (rc != cudaSuccess && queued)
                 block = NULL;
@@ -294,6 +295,8 @@ int cai_cuda_copy(const cai_desc_t *d, intptr_t consumer, int to_host,
             free(block);
         return status;
     }
+    cai_count_copy(to_host, nbytes);
+    CAI_MARK(to_host ? "copy to host" : "copy", stream, 0, nbytes);
     out->data = block;
     out->stream = stream;
     out->device = d->device;

@@ -66,6 +66,7 @@ int cai_op_failed(struct op *op, const char *call, int rc)
 {
     if (rc == CUDA_SUCCESS)
         return 0;
+    CAI_COUNT(cuda_errors, 1);
     /* A failed runtime call (cuda*, not the driver's cu*) is now the
      * thread's last error. */
     if (strncmp(call, "cuda", 4) == 0)

@@ -39,7 +39,12 @@ static void unrelax(enum cudaStreamCaptureMode mode)
 cudaError_t cai_host_wait_event(cudaEvent_t event)
 {
     enum cudaStreamCaptureMode mode = relax();
-    cudaError_t rc = cai_rt.event_synchronize(event);
+    cudaError_t rc;
+
+    CAI_PUSH("host wait", 0, 0);
+    rc = cai_rt.event_synchronize(event);
+    CAI_POP();
+    CAI_COUNT(host_waits, 1);
 
     unrelax(mode);
     return rc;
@@ -48,7 +53,12 @@ cudaError_t cai_host_wait_event(cudaEvent_t event)
 static cudaError_t host_wait_stream(cudaStream_t stream)
 {
     enum cudaStreamCaptureMode mode = relax();
-    cudaError_t rc = cai_rt.stream_synchronize(stream);
+    cudaError_t rc;
+
+    CAI_PUSH("host wait", (intptr_t)stream, 0);
+    rc = cai_rt.stream_synchronize(stream);
+    CAI_POP();
+    CAI_COUNT(host_waits, 1);
 
     unrelax(mode);
     return rc;
@@ -57,7 +67,12 @@ static cudaError_t host_wait_stream(cudaStream_t stream)
 static cudaError_t host_wait_device(void)
 {
     enum cudaStreamCaptureMode mode = relax();
-    cudaError_t rc = cai_rt.device_synchronize();
+    cudaError_t rc;
+
+    CAI_PUSH("host wait for the device", 0, 0);
+    rc = cai_rt.device_synchronize();
+    CAI_POP();
+    CAI_COUNT(host_waits, 1);
 
     unrelax(mode);
     return rc;
@@ -157,6 +172,8 @@ static int record_in(struct op *op, intptr_t stream, DLDevice device,
         fence->event = NULL;
         return -1;
     }
+    CAI_COUNT(records, 1);
+    CAI_MARK("record", stream, 0, 0);
     return 0;
 }
 
@@ -214,6 +231,9 @@ static int wait_in(struct op *op, const cai_fence_t *fence, intptr_t stream,
     if (!fence->captured && same_handle(fence, stream)) {
         if (capture_state(op, stream, &state) != 0)
             return -1;
+        CAI_COUNT(waits_skipped, state == cudaStreamCaptureStatusNone);
+        CAI_MARK(state == cudaStreamCaptureStatusNone ? "skip" : NULL,
+                 fence->stream, stream, 0);
         if (state == cudaStreamCaptureStatusNone)
             return 0;
     }
@@ -272,6 +292,8 @@ static int wait_in(struct op *op, const cai_fence_t *fence, intptr_t stream,
     }
     if (*refusal != NULL)
         return 0;
+    CAI_COUNT(waits, 1);
+    CAI_MARK("wait", fence->stream, stream, 0);
     return cai_op_failed(op, "cudaStreamWaitEvent",
                          cai_rt.stream_wait_event(cai_stream_handle(stream),
                                                   fence->event, flags))
@@ -397,6 +419,7 @@ int cai_wait_fence(const cai_fence_t *fence, intptr_t consumer,
 
     if (status != 0)
         return status;
+    CAI_PUSH("hand-over", fence->stream, consumer);
     if (cai_ctx_save(&op) == 0 &&
         wait_in(&op, fence, consumer, NULL, 0, &refusal,
                 at != NULL ? &entered : NULL) == 0 &&
@@ -409,7 +432,9 @@ int cai_wait_fence(const cai_fence_t *fence, intptr_t consumer,
                      ? fence->context_id
                      : cai_context_id_or_0(&op, entered);
     }
-    return cai_op_finish(&op, "consumer's", refusal, err);
+    status = cai_op_finish(&op, "consumer's", refusal, err);
+    CAI_POP();
+    return status;
 }
 
 /* cai_cuda_order in one operation: one context save and restore. */
@@ -424,13 +449,16 @@ int cai_order_now(const cai_desc_t *producer, intptr_t consumer,
     if (status != 0)
         return status;
     memset(&fence, 0, sizeof fence);
+    CAI_PUSH("hand-over", producer->stream, consumer);
     if (cai_ctx_save(&op) == 0 &&
         record_in(&op, producer->stream, producer->device, NULL, &fence) == 0)
         wait_in(&op, &fence, consumer, NULL, 1, &refusal, NULL);
     /* Safe right after the wait is queued: the runtime frees the event
      * once it has completed. */
     cai_destroy_in(&op, &fence);
-    return cai_op_finish(&op, "consumer's", refusal, err);
+    status = cai_op_finish(&op, "consumer's", refusal, err);
+    CAI_POP();
+    return status;
 }
 
 int cai_synchronize(intptr_t stream, cai_error_t *err)

@@ -287,6 +287,8 @@ static void run_done(struct op *op, struct pending *done, int *status,
     *status = cai_op_finish(op, whose, refusal, err);
     while ((p = done) != NULL) {
         done = p->next;
+        cai_count_let_go(p->done);
+        CAI_MARK(p->done ? "release let go" : NULL, p->back.stream, 0, 0);
         if (p->release != NULL)
             p->release(p->owner);
         free(p);
@@ -360,6 +362,7 @@ int cai_fence_release_owner(const cai_fence_t *fence, intptr_t consumer_stream,
                             cai_release_fn release, cai_error_t *err)
 {
     if (CAI_UNLIKELY(flags & ~CAI_RELEASE_OPTIONS_KNOWN)) {
+        CAI_COUNT(releases_now, 1);
         if (release != NULL)
             release(owner);
         return cai_unknown_bits(err, "options",
@@ -401,6 +404,7 @@ int cai_release_owner_on(intptr_t stream, DLDevice device,
     else if (rc == 0)
         rc = 1; /* no stream, nothing to wait for */
     if (rc != 0) {
+        CAI_COUNT(releases_now, 1);
         if (release != NULL)
             release(owner);
         return rc > 0 ? cai_ok(err) : rc;
@@ -420,6 +424,8 @@ int cai_release_owner_on(intptr_t stream, DLDevice device,
             p->release = release;
             if (add_pending(p) == 0) {
                 back.event = NULL;
+                CAI_COUNT(releases_deferred, 1);
+                CAI_MARK("release deferred", stream, 0, 0);
             } else {
                 free(p);
                 p = NULL;
@@ -449,6 +455,7 @@ int cai_release_owner_on(intptr_t stream, DLDevice device,
         (void)cai_op_finish(&op, "consumer's", refusal, err);
         return 1;
     }
+    CAI_COUNT(releases_now, p == NULL);
     if (p == NULL && release != NULL) {
         /* Nothing to wait for (or a failure): after the restore. */
         p = malloc(sizeof *p);

@@ -89,6 +89,10 @@ int cai_release_ready(void);
  * releases would only wake up for nothing. */
 int cai_release_watchable(void);
 
+/* Marks the calling thread as the Python module's release waiter, whose
+ * let-goes cai_stats counts apart from those at calls (stats.c). */
+void cai_release_mark_waiter(void);
+
 /* The driver entry points the found driver lacks, each ended by a NUL and
  * the list by another ("" when none, or no driver at all); cuda-runtime.c. */
 const char *cai_cuda_driver_missing(void);

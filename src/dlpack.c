@@ -193,6 +193,7 @@ int cai_tensor_new(const DLTensor *src, int readonly, int versioned,
     t->shape = n > 0 ? dims : NULL;
     t->strides = n > 0 ? dims + n : NULL;
     t->byte_offset = 0;
+    CAI_COUNT(views, 1);
     return 0;
 
 fail:
@@ -253,6 +254,7 @@ int cai_desc_tensor(const cai_desc_t *d, int versioned, unsigned options,
     t->strides = n > 0 ? dims + n : NULL;
     t->byte_offset = 0;
     *out = block;
+    CAI_COUNT(views, 1);
     return 0;
 
 fail:

@@ -3,6 +3,7 @@
 #define CAIBRIDGE_INTERNAL_H
 
 #include "caibridge.h"
+#include "trace.h"
 
 #if defined(__GNUC__)
 #define CAI_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -40,6 +41,17 @@ static inline int cai_ok(cai_error_t *err)
     }
     return 0;
 }
+
+/* stats.c: the counters behind cai_stats.  CAI_COUNT(field, n) adds n
+ * where the thing happens; a relaxed atomic add, no lock. */
+extern cai_stats_t cai_counters;
+#define CAI_COUNT(field, n)                                       \
+    ((void)__atomic_fetch_add(&cai_counters.field, (uint64_t)(n), \
+                              __ATOMIC_RELAXED))
+/* A deferred owner let go now (done: it was deferred), by the waiter
+ * thread or at a call; a copy made. */
+void cai_count_let_go(int done);
+void cai_count_copy(int to_host, size_t nbytes);
 
 /* Name of a DLPack type for messages ("bfloat16", "float8_e4m3fn"). */
 const char *cai_dtype_name(DLDataType dtype, char buf[32]);

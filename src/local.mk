@@ -18,14 +18,16 @@ CAI_CORE_SOURCES = \
 	src/cuda-events.c \
 	src/cuda-copy.c \
 	src/cuda-none.c \
-	src/shutdown.c
+	src/shutdown.c \
+	src/stats.c \
+	src/trace.c
 
 noinst_LTLIBRARIES += src/libcaibridge-core.la
 src_libcaibridge_core_la_SOURCES = $(CAI_CORE_SOURCES) \
 	src/internal.h src/desc.h src/cuda-internal.h src/cuda-search.h \
-	src/cuda-release.h src/cuda-copy.h
+	src/cuda-release.h src/cuda-copy.h src/trace.h
 src_libcaibridge_core_la_CPPFLAGS = $(AM_CPPFLAGS) -DCAIBRIDGE_BUILDING \
-	$(CUDA_CPPFLAGS)
+	$(CUDA_CPPFLAGS) $(NVTX_CPPFLAGS)
 src_libcaibridge_core_la_CFLAGS = $(AM_CFLAGS) $(CAI_VISIBILITY_CFLAGS)
 
 # Libtool versioning, current:revision:age.  On a release: sources changed

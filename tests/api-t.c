@@ -321,6 +321,33 @@ static void test_layouts(void)
     is_int(1, CAI_RELEASE_BLOCK, "CAI_RELEASE_BLOCK");
 }
 
+/* cai_stats: the caller's size, checked; a larger (newer) struct is
+ * filled up to this library's; reset leaves every counter 0. */
+static void test_stats(void)
+{
+    struct {
+        cai_stats_t s;
+        uint64_t newer;
+    } big;
+    cai_stats_t s;
+    cai_error_t err;
+
+    einval(cai_stats(NULL, sizeof s, &err), &err, "out", "stats(out NULL)");
+    einval(cai_stats(&s, offsetof(cai_stats_t, cuda_errors), &err), &err,
+           "size", "stats(size short of cuda_errors)");
+    cai_stats_reset();
+    memset(&big, 0xff, sizeof big);
+    ok(cai_stats(&big.s, sizeof big, &err) == 0, "stats(a newer size)");
+    is_int(CAI_STATS_VERSION, big.s.version, "stats: version");
+    is_int((long long)sizeof(cai_stats_t), big.s.size,
+           "stats: size filled is the library's");
+    ok(big.newer == UINT64_MAX, "stats: nothing written past its own size");
+    ok(big.s.views == 0 && big.s.records == 0 && big.s.cuda_errors == 0 &&
+           big.s.host_copy_bytes == 0,
+       "stats: reset counters are 0");
+    is_int(128, (long long)sizeof(cai_stats_t), "sizeof(cai_stats_t)");
+}
+
 int main(void)
 {
     plan_lazy();
@@ -329,5 +356,6 @@ int main(void)
     test_null_cuda();
     test_unknown_options();
     test_one_rule_set();
+    test_stats();
     return 0;
 }

@@ -29,6 +29,8 @@ import enum
 import os as _os
 import sys as _sys
 
+from . import _core
+
 from ._core import (
     DLPACK_VERSION,
     SYNC_ENABLED,
@@ -177,6 +179,27 @@ def show_config(file=None):
     return show(file)
 
 
+def stats():
+    """What caibridge did for ordering in this process, counted since it
+    loaded (process-wide, every interpreter): a dict of ints.
+
+    ``views`` DLPack tensors made (copies too); ``records`` events recorded (a fence on
+    a producer's stream, a release's on a consumer's); ``waits``
+    ``cudaStreamWaitEvent`` queued; ``waits_skipped`` waits not needed,
+    the consumer's stream proven the one already ordered; ``host_waits``
+    the host waited for an event, stream or device; ``releases_now``
+    producers released at once; ``releases_deferred`` kept until the
+    consumer's work ran, of which ``releases_pending`` are kept now and
+    ``let_go_waiter`` / ``let_go_call`` were let go by caibridge's waiter
+    thread or at a call; ``device_copies``, ``host_copies`` and their
+    ``*_bytes``; ``cuda_errors`` CUDA calls that failed.
+
+    :returns: the counters by name, each an int.
+    :raises: nothing.
+    """
+    return _core._stats()
+
+
 # The four device types caibridge describes, as module constants too.
 kDLCPU = DeviceType.kDLCPU
 kDLCUDA = DeviceType.kDLCUDA
@@ -204,5 +227,6 @@ __all__ = [
     "kDLCUDAHost",
     "kDLCUDAManaged",
     "show_config",
+    "stats",
     "to_dlpack",
 ]

@@ -25,6 +25,7 @@ __all__ = [
     "kDLCUDAHost",
     "kDLCUDAManaged",
     "show_config",
+    "stats",
     "to_dlpack",
 ]
 
@@ -255,3 +256,13 @@ def cuda_built() -> bool:
     """
 def cuda_runtime_info() -> dict[str, Any]: ...
 def show_config(file: Any = None) -> int: ...
+def stats() -> dict[str, int]:
+    """
+    :returns: the process's counters by name (``views``, ``records``,
+        ``waits``, ``waits_skipped``, ``host_waits``, ``releases_now``,
+        ``releases_deferred``, ``releases_pending``, ``let_go_waiter``,
+        ``let_go_call``, ``device_copies``, ``device_copy_bytes``,
+        ``host_copies``, ``host_copy_bytes``, ``cuda_errors``): see
+        :doc:`/ordering`.
+    :raises: nothing.
+    """

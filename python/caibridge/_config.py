@@ -465,11 +465,16 @@ def collect():
             "free_threaded": gil_disabled,
             "gil": gil,
             "ordering": bool(caibridge.SYNC_ENABLED),
+            "nvtx": bool(build.get("nvtx")),
         }
         say("  CUDA support:    %s" % ("yes" if caibridge.cuda_built() else
                                        "NO (built with CAIBRIDGE_CUDA=0)"))
         say("  CUDA headers:    %s" % _version(build["cuda_headers"]))
         say("  DLPack ABI:      %d.%d" % tuple(build["dlpack_abi"]))
+        say("  NVTX marks:      %s" % (
+            "built in (shown when NVTX_INJECTION64_PATH names a tool, as "
+            "nsys does)" if build.get("nvtx") else
+            "compiled out (built without nvtx3/nvToolsExt.h)"))
         say("  free-threaded:   %s" % ("yes (GIL %s)" % gil if gil_disabled
                                        else "no"))
         # Ordering is a setting, said once, under "settings in effect".
@@ -540,6 +545,15 @@ def collect():
     else:
         tests["device"] = "skipped: no GPU here"
         say("  device round trip: skipped: no GPU here")
+    say("counters (caibridge.stats(), this process, the self-test's "
+        "included):")
+    try:
+        counts = report.data["stats"] = caibridge.stats()
+        for name, value in counts.items():
+            say("  %-21s%d" % (name + ":", value))
+    except Exception as e:
+        report.fail("stats", "%s: %s" % (type(e).__name__, e))
+        say("  FAILED (%s: %s)" % (type(e).__name__, e))
     status = EXIT_FAILED if report.failed else EXIT_OK
     report.data["exit_status"] = status
     if report.failed:

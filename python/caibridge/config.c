@@ -9,6 +9,7 @@
 
 #include "cuda-release.h"
 #include "cuda-search.h"
+#include "trace.h"
 
 #include <string.h>
 
@@ -123,9 +124,10 @@ static PyObject *runtime_info(PyObject *module, PyObject *unused)
 
 static PyObject *build_info(PyObject *module, PyObject *unused)
 {
-    return Py_BuildValue("{s:i,s:(ii)}", "cuda_headers",
+    return Py_BuildValue("{s:i,s:(ii),s:O}", "cuda_headers",
                          cai_cuda_headers_version(), "dlpack_abi",
-                         CAIBRIDGE_DLPACK_MAJOR, CAIBRIDGE_DLPACK_MINOR);
+                         CAIBRIDGE_DLPACK_MAJOR, CAIBRIDGE_DLPACK_MINOR,
+                         "nvtx", cai_trace_built() ? Py_True : Py_False);
 }
 
 /* Warns that variable=env is not understood, saying what is used. */
@@ -237,6 +239,32 @@ static PyObject *settings(PyObject *module, PyObject *unused)
                          st->sync_enabled ? Py_True : Py_False);
 }
 
+/* cai_stats as a dict, its fields by name. */
+static PyObject *stats(PyObject *module, PyObject *unused)
+{
+    cai_stats_t s;
+    cai_error_t err;
+
+    if (cai_stats(&s, sizeof s, &err) != 0)
+        return PyErr_Format(PyExc_RuntimeError, "%s", err.message);
+    return Py_BuildValue(
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
+        "views", s.views, "records", s.records, "waits", s.waits,
+        "waits_skipped", s.waits_skipped, "host_waits", s.host_waits,
+        "releases_now", s.releases_now, "releases_deferred",
+        s.releases_deferred, "releases_pending", s.releases_pending,
+        "let_go_waiter", s.let_go_waiter, "let_go_call", s.let_go_call,
+        "device_copies", s.device_copies, "device_copy_bytes",
+        s.device_copy_bytes, "host_copies", s.host_copies, "host_copy_bytes",
+        s.host_copy_bytes, "cuda_errors", s.cuda_errors);
+}
+
+static PyObject *stats_reset(PyObject *module, PyObject *unused)
+{
+    cai_stats_reset();
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef config_methods[] = {
     {"_settings", settings, METH_NOARGS,
      "_settings()\n--\n\nThe settings in effect: {'event_pool', "
@@ -255,9 +283,15 @@ static PyMethodDef config_methods[] = {
      "_release_poll(wait=False)\n--\n\nDrops the producers of releases "
      "whose consumer's work has finished (with wait, after the host waits "
      "for all); returns how many are still pending."},
+    {"_stats", stats, METH_NOARGS,
+     "_stats()\n--\n\nThe counters of cai_stats, as a dict."},
+    {"_stats_reset", stats_reset, METH_NOARGS,
+     "_stats_reset()\n--\n\nSets the counters to 0 (but "
+     "releases_pending); for tests."},
     {"_build_info", build_info, METH_NOARGS,
      "_build_info()\n--\n\nWhat was built in: {'cuda_headers': "
-     "CUDART_VERSION or 0, 'dlpack_abi': (major, minor)}."},
+     "CUDART_VERSION or 0, 'dlpack_abi': (major, minor), 'nvtx': NVTX "
+     "marks built in}."},
     {"_runtime_info", runtime_info, METH_NOARGS,
      "_runtime_info()\n--\n\nThe CUDA runtime in use, searching for it "
      "first if need be: {'path', 'how', 'version', 'refused'}; CUDAError with "

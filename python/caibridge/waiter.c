@@ -55,6 +55,7 @@ static void *waiter(void *unused)
     PyGILState_STATE gil;
 
     (void)unused;
+    cai_release_mark_waiter();
     pthread_mutex_lock(&lock);
     for (;;) {
         /* Nothing to learn without the driver's query: no wake-ups. */

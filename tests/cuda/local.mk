@@ -51,6 +51,14 @@ check_LTLIBRARIES += tests/cuda/libplanted.la
 tests_cuda_libplanted_la_SOURCES = tests/cuda/planted.c
 tests_cuda_libplanted_la_LDFLAGS = -module -avoid-version -shared \
 	-rpath /nowhere
+# An NVTX tool that writes caibridge's marks to a file (test_nvtx.py).
+if HAVE_NVTX
+check_LTLIBRARIES += tests/cuda/libnvtx-record.la
+tests_cuda_libnvtx_record_la_SOURCES = tests/cuda/nvtx-record.c
+tests_cuda_libnvtx_record_la_CPPFLAGS = $(AM_CPPFLAGS) $(NVTX_CPPFLAGS)
+tests_cuda_libnvtx_record_la_LDFLAGS = -module -avoid-version -shared \
+	-rpath /nowhere
+endif
 # The same double without cuStreamGetCtx: a driver lacking an entry point.
 check_LTLIBRARIES += tests/cuda/libcudart-partial.la
 tests_cuda_libcudart_partial_la_SOURCES = $(tests_cuda_libcudart_double_la_SOURCES)
@@ -130,6 +138,7 @@ CAI_CUDA_PYTHON_TESTS = tests/cuda/test_stream_order.py \
 	tests/cuda/test_streams.py tests/cuda/test_runtime_search.py \
 	tests/cuda/test_race.py tests/cuda/test_race_no_pool.py \
 	tests/cuda/test_copy.py tests/cuda/test_copy_promise.py \
+	tests/cuda/test_stats.py tests/cuda/test_nvtx.py \
 	tests/cuda/test_reset.py tests/cuda/test_gil.py \
 	tests/cuda/test_release.py tests/cuda/test_release_cost.py \
 	tests/cuda/test_batch.py tests/cuda/test_promise.py \

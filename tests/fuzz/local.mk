@@ -55,7 +55,7 @@ $(FUZZ_TARGET): $(srcdir)/tests/fuzz/fuzz-convert.c \
 	@$(MKDIR_P) tests/fuzz
 	$(AM_V_CC)$(CLANG) -g -O1 $(FUZZ_SANITIZE) $(DEFS) \
 	  -DCAIBRIDGE_BUILDING -I$(top_builddir) -I$(top_srcdir)/include \
-	  -I$(top_srcdir)/src $(CUDA_CPPFLAGS) \
+	  -I$(top_srcdir)/src $(CUDA_CPPFLAGS) $(NVTX_CPPFLAGS) \
 	  -o $@ $(srcdir)/tests/fuzz/fuzz-convert.c \
 	  $(addprefix $(srcdir)/,$(CAI_CORE_SOURCES)) $(LIBS)
 
