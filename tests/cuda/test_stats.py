@@ -136,26 +136,28 @@ def test_no_ordering_counts_no_call(tl, counted):
 
 
 def test_device_copy(tl, counted):
-    """Record on A, wait on 1, the copy queued on 1: no release edge (the
-    copy is the consumer's own memory, freed on its stream)."""
+    """Record on A, wait on 1, the copy queued on 1, and the source kept
+    until the copy has read it: an event recorded after the copy, a
+    deferred release let go at a call once it has run."""
     a = tl.stream()
     view = caibridge.as_dlpack(CAIArray(tl.buffer(value=NEW), a))
     release_capsule(view.__dlpack__(stream=LEGACY, copy=True,
                                     max_version=(1, 3)))
     settle(tl)
     assert nonzero(against_log(tl, counted)) == {
-        "views": 1, "records": 1, "waits": 1, "device_copies": 1,
-        "device_copy_bytes": 64}
+        "views": 1, "records": 2, "waits": 1, "device_copies": 1,
+        "device_copy_bytes": 64, "releases_deferred": 1, "let_go_call": 1}
 
 
 def test_host_copy_is_a_host_wait(tl, counted):
+    """Two host waits: for the view's fence, then for the copy."""
     a = tl.stream()
     view = caibridge.as_dlpack(CAIArray(tl.buffer(value=NEW), a))
     release_capsule(view.__dlpack__(copy=True, dl_device=(1, 0),
                                     max_version=(1, 3)))
     settle(tl)
     assert nonzero(against_log(tl, counted)) == {
-        "views": 1, "records": 1, "host_waits": 1, "host_copies": 1,
+        "views": 1, "records": 1, "host_waits": 2, "host_copies": 1,
         "host_copy_bytes": 64}
 
 
