@@ -185,8 +185,8 @@ def test_numpy_refuses_the_same_type_on_import():
         def __dlpack_device__(self):
             return (1, 0)
 
-    with pytest.raises((RuntimeError, BufferError), match="(?i)dtype"):
-        np.from_dlpack(Producer())
+    from test_docs_claims import assert_numpy_takes_bfloat16_as_the_page_says
+    assert_numpy_takes_bfloat16_as_the_page_says(Producer())
     view = caibridge.from_dlpack(Producer())
     with pytest.raises(BufferError, match="bfloat16"):
         np.asarray(view)
