@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 
+from test_stream_order import PyCapsule_GetPointer
 from timeline_double import CAIArray, PatchedArray, Timeline, caibridge
 
 N = 64
@@ -354,10 +355,7 @@ def test_host_copy_whose_wait_fails_is_not_freed_under_its_pieces(tl):
 def versioned_tensor(capsule):
     """(data, dtype bytes, shape pointer) fields of a versioned capsule's
     DLTensor, which starts after version, manager_ctx, deleter, flags."""
-    get = ctypes.pythonapi.PyCapsule_GetPointer
-    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object,
-                                                   ctypes.c_char_p]
-    return get(capsule, b"dltensor_versioned") + 32
+    return PyCapsule_GetPointer(capsule, b"dltensor_versioned") + 32
 
 
 def test_packed_float4_is_copied_as_its_bytes(tl):
