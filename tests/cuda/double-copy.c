@@ -81,7 +81,7 @@ cudaError_t CUDARTAPI cudaMallocAsync(void **ptr, size_t size,
 cudaError_t CUDARTAPI cudaFreeAsync(void *ptr, cudaStream_t stream)
 {
     cudaError_t rc = enter("cudaFreeAsync");
-    struct work w = {NULL, NULL, 0, 0, 0, run_free, ptr};
+    struct work w = {NULL, NULL, 0, 0, 0, run_free, ptr, 1};
     char call[96], st[32];
 
     if (rc == cudaSuccess)
@@ -121,7 +121,7 @@ cudaError_t CUDARTAPI cudaMemcpy2DAsync(void *dst, size_t dpitch,
     if (rc == cudaSuccess && (c = malloc(sizeof *c)) == NULL)
         rc = cudaErrorMemoryAllocation;
     if (rc == cudaSuccess) {
-        struct work w = {NULL, NULL, 0, 0, 0, run_copy_2d, c};
+        struct work w = {NULL, NULL, 0, 0, 0, run_copy_2d, c, 1};
 
         c->dst = dst;
         c->src = src;

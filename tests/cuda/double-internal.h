@@ -69,7 +69,9 @@ struct pointer {
 };
 
 /* A "kernel": once its gate (0: none) is open, fills size bytes at dst
- * with value, or copies them from src, or calls fn(arg) instead. */
+ * with value, or copies them from src, or calls fn(arg) instead.  fn is a
+ * host function unless device is set: the double's own device work (a
+ * copy piece, a free) done through fn, which holds no host thread. */
 struct work {
     void *dst;
     const void *src;
@@ -77,7 +79,13 @@ struct work {
     int value, gate;
     void (*fn)(void *);
     void *arg;
+    int device;
 };
+
+static inline int host_function(const struct work *w)
+{
+    return w->fn != NULL && !w->device;
+}
 
 /* Every table is guarded by lock; per-thread state is thread-local. */
 extern pthread_mutex_t lock;

@@ -191,7 +191,7 @@ static void run_head(struct queue *q)
         }
     }
     if (op->kind == OP_KERNEL) {
-        long hold = op->work.fn != NULL ? host_function_us : 0;
+        long hold = host_function(&op->work) ? host_function_us : 0;
 
         pthread_mutex_unlock(&lock);
         if (hold > 0) {
@@ -201,8 +201,8 @@ static void run_head(struct queue *q)
         }
         run_work(&op->work);
         pthread_mutex_lock(&lock);
-        busy -= op->work.fn == NULL;
-        if (op->work.fn != NULL) {
+        busy -= !host_function(&op->work);
+        if (host_function(&op->work)) {
             q->host_functions--;
             host_functions_run++;
         }
@@ -328,7 +328,7 @@ static long enqueue(cudaStream_t stream, struct op *op)
                   "functions) queued there: the host would block",
                   q->handle, q->queued - q->done, q->host_functions);
     }
-    if (op->kind == OP_KERNEL && op->work.fn != NULL)
+    if (op->kind == OP_KERNEL && host_function(&op->work))
         q->host_functions++;
     append(q, op);
     pthread_cond_broadcast(&changed);
@@ -426,7 +426,7 @@ void tl_launch(cudaStream_t stream, const struct work *work)
     }
     op = new_op(OP_KERNEL);
     op->work = *work;
-    busy += work->fn == NULL;
+    busy += !host_function(work);
     enqueue(stream, op);
 }
 
