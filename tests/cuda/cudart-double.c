@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -349,6 +350,59 @@ static int driver(void)
     return env != NULL ? atoi(env) : 13000;
 }
 
+/* CUDA cannot be used in a child forked after it was initialized: there
+ * every call that needs the driver fails with 3, as CUDA's do
+ * (cudaErrorInitializationError; CUDA_ERROR_NOT_INITIALIZED for the
+ * driver's), even after a reset.  The lock is held across fork so the
+ * child's tables are whole; the child has no stream worker. */
+static int initialized, forked;
+
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&lock);
+}
+
+static void fork_parent(void)
+{
+    pthread_mutex_unlock(&lock);
+}
+
+static void fork_child(void)
+{
+    forked = initialized;
+    tl_after_fork();
+    pthread_mutex_unlock(&lock);
+}
+
+/* At load, before any library that loads the double registers its own
+ * handlers: theirs run first at fork, so a thread holding their lock
+ * while it calls the double is let finish. */
+__attribute__((constructor)) static void watch_fork(void)
+{
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+static int lock_holder; /* atomic */
+
+/* Tests: holds the lock for us microseconds, as an entry point in
+ * progress on another thread does when a fork comes; double_lock_held
+ * says when it is held. */
+EXPORTED void double_hold_lock_us(long us)
+{
+    struct timespec t = {us / 1000000, us % 1000000 * 1000};
+
+    pthread_mutex_lock(&lock);
+    __atomic_store_n(&lock_holder, 1, __ATOMIC_RELEASE);
+    nanosleep(&t, NULL);
+    __atomic_store_n(&lock_holder, 0, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&lock);
+}
+
+EXPORTED int double_lock_held(void)
+{
+    return __atomic_load_n(&lock_holder, __ATOMIC_ACQUIRE);
+}
+
 #define LOCKED(body)                 \
     do {                             \
         pthread_mutex_lock(&lock);   \
@@ -364,6 +418,9 @@ static int driver(void)
 cudaError_t enter(const char *call)
 {
     pthread_mutex_lock(&lock);
+    if (forked)
+        return cudaErrorInitializationError;
+    initialized = 1;
     return injected(call);
 }
 

@@ -30,6 +30,12 @@
  * a stream outside a capture waiting on a captured event joins that capture,
  * and the host cannot wait on a captured event (cudaErrorCapturedEvent).
  *
+ * A child forked after the parent made a CUDA call cannot use CUDA: every
+ * call that needs the driver fails there with error 3
+ * (cudaErrorInitializationError, CUDA_ERROR_NOT_INITIALIZED), even after
+ * reset; the controls still work.  At exit the stream workers stop where
+ * they are: work still queued (behind a closed gate) never runs.
+ *
  * Contexts end as in CUDA: cudaDeviceReset and cuDevicePrimaryCtxReset end
  * a primary context (its handle stays, naming a new context, with a new
  * cuCtxGetId, once the runtime needs it again), cuCtxDestroy another

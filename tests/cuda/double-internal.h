@@ -134,6 +134,7 @@ void tl_host_wait_stream(cudaStream_t stream);
 void tl_launch(cudaStream_t stream, const struct work *work);
 void tl_reset(void);
 void tl_drain(void);
+void tl_after_fork(void);
 long tl_stream_create(int device);
 
 /* Exported by name for the Python tests, not through the controls: the
@@ -144,6 +145,8 @@ EXPORTED void double_set_stream_bounds(int items, int host_functions);
 EXPORTED long double_launches_blocked(void);
 EXPORTED long double_host_functions_run(void);
 EXPORTED void double_clear_log(void);
+EXPORTED void double_hold_lock_us(long us);
+EXPORTED int double_lock_held(void);
 
 /* double-graph.c: captured work, called with lock held.  tl_capture_*
  * return 1 when the stream is capturing (the work became a node). */

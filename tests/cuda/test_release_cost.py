@@ -407,6 +407,30 @@ def test_forked_child_makes_no_cuda_call(tl):
     assert "after 0" in out, out
 
 
+def test_forked_childs_hand_over_fails_cleanly(tl):
+    """CUDA refuses every call in a child forked after the parent used it
+    (the double as CUDA: error 3).  A child's new hand-over raises a
+    BufferError that says the process was forked, and the child exits
+    normally (issue 44)."""
+    out = run_script('''
+        back, alive = handover(tl, src, a)
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                handover(tl, src, a)
+                os.write(w, b"no error")
+            except BufferError as e:
+                os.write(w, str(e).encode())
+            sys.exit(0)
+        _, status = os.waitpid(pid, 0)
+        print("child:", os.read(r, 1000).decode())
+        print("status", status)
+        ''')
+    assert "status 0" in out, out
+    assert "forked" in out and "CUDA error 3" in out, out
+
+
 def test_jax_calling_pattern(tl):
     """JAX 0.10's from_dlpack calls __dlpack__(stream=S) with S its stream
     for external events, a handle (docs/cuda.rst's JAX row): S waits for

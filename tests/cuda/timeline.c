@@ -7,6 +7,7 @@
  * decides when work finishes.  Also the violations (rules of CUDA the code
  * under test broke) and the entry points that only the timeline needs.
  */
+#define _GNU_SOURCE /* pthread_timedjoin_np */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -175,7 +176,7 @@ static void run_head(struct queue *q)
     int g = op->work.gate;
     int *gate = g > 0 && g <= gate_count ? &gates[g - 1].open : NULL;
 
-    while (op->kind == OP_WAIT &&
+    while (!stopping && op->kind == OP_WAIT &&
            queues[op->wait_queue].done < op->wait_position) {
         if (!wait_until(&deadline)) {
             violation("stream 0x%lx waited %d s for an event", q->handle,
@@ -183,13 +184,15 @@ static void run_head(struct queue *q)
             break;
         }
     }
-    while (gate != NULL && !*gate) {
+    while (!stopping && gate != NULL && !*gate) {
         if (!wait_until(&deadline)) {
             violation("stream 0x%lx: gate %d still closed after %d s",
                       q->handle, g, STUCK_SECONDS);
             *gate = 1;
         }
     }
+    if (stopping)
+        return; /* exit: what is left queued never runs */
     if (op->kind == OP_KERNEL) {
         long hold = host_function(&op->work) ? host_function_us : 0;
 
@@ -223,7 +226,7 @@ static void *worker(void *arg)
     for (;;) {
         while (!stopping && q->head == NULL)
             pthread_cond_wait(&changed, &lock);
-        if (q->head == NULL)
+        if (stopping)
             break;
         run_head(q);
     }
@@ -481,18 +484,46 @@ void tl_reset(void)
     pthread_mutex_unlock(&lock);
 }
 
-/* The workers end with the library, so leak checkers see no thread. */
+/* A forked child (lock held): no worker runs there and none of the
+ * parent's queued work is its own, so the queues start empty (their ops
+ * leak) and no worker is joined at exit.  The condition variable is made
+ * anew: a worker of the parent's may have been inside it. */
+void tl_after_fork(void)
+{
+    int i;
+
+    pthread_cond_init(&changed, NULL);
+    for (i = 0; i < MAX_QUEUES; i++) {
+        queues[i].used = queues[i].started = 0;
+        queues[i].head = queues[i].tail = NULL;
+        queues[i].queued = queues[i].done = 0;
+        queues[i].host_functions = 0;
+    }
+    for (i = 0; i < MAX_EVENTS; i++)
+        events[i].queue = -1;
+    busy = 0;
+}
+
+/* The workers end with the library, so leak checkers see no thread.  They
+ * stop where they are: work still queued (behind a closed gate, say) is
+ * dropped, as a process's GPU work is at exit.  A worker inside a host
+ * function that never returns (one that needs an interpreter that has
+ * ended) is left after a few seconds rather than hanging the exit. */
 __attribute__((destructor)) static void stop_workers(void)
 {
+    struct timespec deadline;
     int i;
 
     pthread_mutex_lock(&lock);
     stopping = 1;
     pthread_cond_broadcast(&changed);
     pthread_mutex_unlock(&lock);
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 2;
     for (i = 0; i < MAX_QUEUES; i++)
-        if (queues[i].started)
-            pthread_join(queues[i].worker, NULL);
+        if (queues[i].started &&
+            pthread_timedjoin_np(queues[i].worker, NULL, &deadline) != 0)
+            pthread_detach(queues[i].worker);
 }
 
 long tl_stream_create(int device)
