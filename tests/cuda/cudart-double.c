@@ -653,6 +653,8 @@ cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
         rc = cudaErrorInvalidResourceHandle;
     if (rc == cudaSuccess && s != NULL && s->invalidated)
         rc = cudaErrorStreamCaptureInvalidated;
+    if (rc == cudaSuccess)
+        rc = legacy_during_capture(stream, ctx, 1);
     if (rc == cudaSuccess) {
         e->captured = s != NULL ? s->capture : 0;
         if (!graph_record(s, e))
@@ -677,6 +679,8 @@ cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t stream,
     e = need_event(event, &rc);
     if (rc == cudaSuccess)
         rc = resolve(stream, &ctx, &s); /* any context may wait */
+    if (rc == cudaSuccess)
+        rc = legacy_during_capture(stream, ctx, 1);
     if (rc == cudaSuccess && s != NULL && s->capture != 0) {
         if (s->invalidated) {
             rc = cudaErrorStreamCaptureInvalidated;
@@ -865,6 +869,35 @@ cudaError_t unsafe_during_capture(void)
     return rc;
 }
 
+/* CUDA's rule for the legacy stream (stream NULL or cudaStreamLegacy):
+ * it synchronizes with every blocking stream of its context, so while one
+ * of them is capturing, whatever the capture mode, any use of it would
+ * depend on the capture.  It fails with cudaErrorStreamCaptureImplicit, and
+ * a use (use != 0: work queued, a record, a wait, a synchronize) also
+ * invalidates those captures; a query (cudaStreamIsCapturing) does not.
+ * Lock held. */
+cudaError_t legacy_during_capture(cudaStream_t stream, struct context *ctx,
+                                  int use)
+{
+    cudaError_t rc = cudaSuccess;
+    int i, j;
+
+    if (stream != NULL && stream != cudaStreamLegacy)
+        return cudaSuccess;
+    for (i = 0; i < stream_count; i++) {
+        const struct stream *s = &streams[i];
+
+        if (!s->live || !s->blocking || s->capture == 0 ||
+            (s->context != NULL ? s->context : need_context()) != ctx)
+            continue;
+        rc = cudaErrorStreamCaptureImplicit;
+        for (j = 0; use && j < stream_count; j++)
+            if (streams[j].capture == s->capture)
+                streams[j].invalidated = 1;
+    }
+    return rc;
+}
+
 cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream)
 {
     cudaError_t rc;
@@ -877,6 +910,8 @@ cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream)
         rc = resolve(stream, &ctx, &s);
     if (rc == cudaSuccess && s != NULL && s->capture != 0)
         rc = cudaErrorStreamCaptureUnsupported;
+    if (rc == cudaSuccess)
+        rc = legacy_during_capture(stream, ctx, 1);
     if (rc == cudaSuccess)
         rc = unsafe_during_capture();
     if (rc == cudaSuccess)
@@ -898,6 +933,8 @@ cudaError_t CUDARTAPI cudaStreamIsCapturing(
     rc = enter("cudaStreamIsCapturing");
     if (rc == cudaSuccess)
         rc = resolve(stream, &ctx, &s);
+    if (rc == cudaSuccess)
+        rc = legacy_during_capture(stream, ctx, 0);
     if (rc == cudaSuccess) {
         if (s != NULL && s->capture != 0)
             state = s->invalidated ? DOUBLE_INVALIDATED : DOUBLE_CAPTURING;
@@ -1440,6 +1477,7 @@ static const struct cudart_double controls = {
     instantiate,
     replay,
     live_async_allocations,
+    stream_create_blocking,
 };
 
 const struct cudart_double *cudart_double_controls(void)

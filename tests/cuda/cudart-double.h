@@ -210,6 +210,17 @@ struct cudart_double {
     /* cudaMallocAsync allocations not yet freed by a cudaFreeAsync that
      * its stream has reached. */
     int (*live_async_allocations)(void);
+
+    /* ---- Blocking streams ---- */
+    /* Like stream_create, but a blocking stream, as cudaStreamCreate makes
+     * (CuPy's default; stream_create's are non-blocking, as torch's): the
+     * legacy stream of its context and it wait for each other's earlier
+     * work, and while it is capturing (begin_capture), any use of the
+     * legacy stream of its context (a record, a wait, a copy, a host
+     * function, a synchronize) fails with cudaErrorStreamCaptureImplicit
+     * and invalidates the capture; cudaStreamIsCapturing of the legacy
+     * stream fails the same way and leaves the capture alone. */
+    long (*stream_create_blocking)(int device);
 };
 
 #endif

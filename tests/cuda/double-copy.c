@@ -45,6 +45,8 @@ static cudaError_t queue(cudaStream_t stream, const struct work *w)
     struct stream *s;
     cudaError_t rc = resolve(stream, &ctx, &s);
 
+    if (rc == cudaSuccess)
+        rc = legacy_during_capture(stream, ctx, 1);
     if (rc == cudaSuccess && !graph_launch(s, w))
         tl_launch(stream, w);
     return rc;
@@ -61,6 +63,8 @@ cudaError_t CUDARTAPI cudaMallocAsync(void **ptr, size_t size,
 
     if (rc == cudaSuccess)
         rc = resolve(stream, &ctx, &s);
+    if (rc == cudaSuccess)
+        rc = legacy_during_capture(stream, ctx, 1);
     if (rc == cudaSuccess && ctx != NULL)
         device = ctx->device;
     if (rc == cudaSuccess) {

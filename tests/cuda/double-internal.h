@@ -55,6 +55,8 @@ struct stream {
     int joined;   /* joined a capture through a wait, never joined back */
     int ended;    /* the id of the capture last ended on it */
     int orphaned; /* dead because its context was destroyed or reset */
+    int blocking; /* synchronizes with the legacy stream (cudaStreamCreate's
+                     default); test streams are non-blocking unless made so */
     unsigned long long id; /* cuStreamGetId's: never reused */
 };
 
@@ -116,6 +118,8 @@ cudaError_t resolve(cudaStream_t stream, struct context **ctx,
 struct event *live_event(cudaEvent_t handle);
 struct event *need_event(cudaEvent_t handle, cudaError_t *rc);
 cudaError_t unsafe_during_capture(void);
+cudaError_t legacy_during_capture(cudaStream_t stream, struct context *ctx,
+                                  int use);
 cudaError_t enter(const char *call);
 cudaError_t leave(cudaError_t rc, const char *call, const char *result);
 struct pointer *find_pointer(const void *ptr);
@@ -135,7 +139,7 @@ void tl_launch(cudaStream_t stream, const struct work *work);
 void tl_reset(void);
 void tl_drain(void);
 void tl_after_fork(void);
-long tl_stream_create(int device);
+long tl_stream_create(int device, int blocking);
 
 /* Exported by name for the Python tests, not through the controls: the
  * stream costs (timeline.c) and clearing the log (cudart-double.c). */
@@ -168,6 +172,7 @@ void launch_copy(long stream, void *dst, const void *src, size_t size,
                  int gate);
 void drain(void);
 long stream_create(int device);
+long stream_create_blocking(int device);
 int violations(void);
 const char *violation_log(void);
 long calls(void);

@@ -646,6 +646,24 @@ def test_consumer_capture_already_invalidated_is_refused(tl):
     lib.cudaEventDestroy(ev)
 
 
+@pytest.mark.parametrize("blocking", [True, False])
+def test_double_legacy_stream_during_a_blocking_capture(tl, blocking):
+    """The double as CUDA: while a blocking stream (CuPy's, made with
+    tl.stream(blocking=True)) captures, a record on the legacy stream of
+    its context fails with cudaErrorStreamCaptureImplicit (906) and
+    invalidates the capture; a non-blocking stream's capture (torch's) is
+    not touched."""
+    b = tl.stream(blocking=blocking)
+    lib = tl.lib
+    ev = ctypes.c_void_p()
+    assert lib.cudaEventCreateWithFlags(ctypes.byref(ev), 2) == 0
+    tl.c.begin_capture(b, 6)
+    rc = lib.cudaEventRecord(ev, ctypes.c_void_p(1))
+    assert (rc, tl.c.capture_state(b)) == ((906, 2) if blocking else (0, 1))
+    assert tl.c.end_capture(b) == (901 if blocking else 0)
+    lib.cudaEventDestroy(ev)
+
+
 @pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "race"])
 def test_stream_1_with_another_devices_context_current(tl, ordered):
     """Data on device 0, handed over to stream 1 while a context of device 1

@@ -44,6 +44,7 @@ struct queue {
     long handle;
     struct context *ctx; /* its context: the default stream's, or NULL */
     int thread;          /* stream 2: the thread's number, else 0 */
+    int blocking;        /* a blocking stream's queue */
     int used, started;
     struct op *head, *tail;
     long queued, done;
@@ -264,10 +265,10 @@ static int queue_of(cudaStream_t stream)
         violation("more than %d streams on the timeline", MAX_QUEUES);
         free_slot = 0;
     }
-    if (ctx == NULL) {
-        s = find_stream(stream);
+    s = handle == 1 || handle == 2 ? NULL : find_stream(stream);
+    if (ctx == NULL)
         ctx = s != NULL && s->context != NULL ? s->context : need_context();
-    }
+    queues[free_slot].blocking = s != NULL && s->blocking;
     queues[free_slot].used = 1;
     queues[free_slot].handle = handle;
     queues[free_slot].ctx = ctx;
@@ -290,15 +291,16 @@ static void append(struct queue *q, struct op *op)
     q->queued++;
 }
 
-/* CUDA's one implicit order the double keeps: the legacy stream and the
- * per-thread streams of a context wait for each other's earlier work.
- * Streams made by the test are taken as non-blocking (torch's are), so
- * nothing orders them but what the code asks for. */
+/* CUDA's implicit orders: the legacy stream of a context waits for the
+ * earlier work of its per-thread and blocking streams, and they wait for
+ * its earlier work.  Streams made by the test are non-blocking (torch's
+ * are) unless made blocking, so nothing else orders them but what the
+ * code asks for. */
 static void implicit_waits(struct queue *q)
 {
     int i;
 
-    if (q->handle != 1 && q->handle != 2)
+    if (q->handle != 1 && q->handle != 2 && !q->blocking)
         return;
     for (i = 0; i < MAX_QUEUES; i++) {
         struct queue *other = &queues[i];
@@ -306,7 +308,8 @@ static void implicit_waits(struct queue *q)
 
         if (!other->used || other == q || other->ctx != q->ctx ||
             other->done >= other->queued ||
-            !(other->handle == 1 || (q->handle == 1 && other->handle == 2)))
+            !(other->handle == 1 ||
+              (q->handle == 1 && (other->handle == 2 || other->blocking))))
             continue;
         if ((op = calloc(1, sizeof *op)) == NULL)
             abort();
@@ -526,7 +529,7 @@ __attribute__((destructor)) static void stop_workers(void)
             pthread_detach(queues[i].worker);
 }
 
-long tl_stream_create(int device)
+long tl_stream_create(int device, int blocking)
 {
     long handle = next_handle;
 
@@ -539,6 +542,7 @@ long tl_stream_create(int device)
     streams[stream_count].handle = handle;
     streams[stream_count].live = 1;
     streams[stream_count].context = primary(device);
+    streams[stream_count].blocking = blocking;
     streams[stream_count].id = next_stream_id();
     stream_count++;
     return handle;
@@ -546,6 +550,7 @@ long tl_stream_create(int device)
 
 /* ---- Entry points only the timeline needs ---- */
 
+/* cudaStreamCreate makes a blocking stream, as in CUDA. */
 cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t *stream)
 {
     cudaError_t rc = enter("cudaStreamCreate");
@@ -553,11 +558,28 @@ cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t *stream)
     long handle = 0;
 
     if (rc == cudaSuccess) {
-        handle = tl_stream_create(need_context()->device);
+        handle = tl_stream_create(need_context()->device, 1);
         *stream = (cudaStream_t)(intptr_t)handle;
     }
     snprintf(result, sizeof result, "0x%lx", handle);
     return leave(rc, "cudaStreamCreate()", result);
+}
+
+cudaError_t CUDARTAPI cudaStreamCreateWithFlags(cudaStream_t *stream,
+                                                unsigned int flags)
+{
+    cudaError_t rc = enter("cudaStreamCreateWithFlags");
+    char call[48], result[32];
+    long handle = 0;
+
+    if (rc == cudaSuccess) {
+        handle = tl_stream_create(need_context()->device,
+                                  !(flags & cudaStreamNonBlocking));
+        *stream = (cudaStream_t)(intptr_t)handle;
+    }
+    snprintf(call, sizeof call, "cudaStreamCreateWithFlags(%u)", flags);
+    snprintf(result, sizeof result, "0x%lx", handle);
+    return leave(rc, call, result);
 }
 
 /* An entry point's start when it names a stream: the lock taken, the
@@ -573,6 +595,10 @@ static cudaError_t enter_on(const char *name, cudaStream_t stream,
     *s = NULL;
     if (rc == cudaSuccess)
         rc = resolve(stream, &ctx, s);
+    /* Work queued there; cudaStreamGetCaptureInfo is a query. */
+    if (rc == cudaSuccess)
+        rc = legacy_during_capture(
+            stream, ctx, strcmp(name, "cudaStreamGetCaptureInfo") != 0);
     snprintf(call, 64, "%s(%s)", name, stream_text(stream, st));
     return rc;
 }
@@ -901,7 +927,17 @@ long stream_create(int device)
     long handle;
 
     pthread_mutex_lock(&lock);
-    handle = tl_stream_create(device);
+    handle = tl_stream_create(device, 0);
+    pthread_mutex_unlock(&lock);
+    return handle;
+}
+
+long stream_create_blocking(int device)
+{
+    long handle;
+
+    pthread_mutex_lock(&lock);
+    handle = tl_stream_create(device, 1);
     pthread_mutex_unlock(&lock);
     return handle;
 }
