@@ -16,7 +16,7 @@
  * bound to a same-named symbol of the program that loads the double. */
 #pragma GCC visibility push(hidden)
 
-#define MAX_EVENTS 2048
+#define MAX_EVENTS 16384
 #define MAX_POINTERS 256
 #define MAX_FAILURES 8
 #define MAX_STREAMS 64

@@ -446,16 +446,23 @@ def test_fork_loop_while_threads_hand_over(tl):
         import select, signal, threading
         LIMIT = 60
         stop = threading.Event()
+        errors, done = [], [0]
 
         def churn():
-            while not stop.is_set():
-                back, alive = handover(tl, src, a)
-                del back
+            try:
+                while not stop.is_set():
+                    back, alive = handover(tl, src, a)
+                    del back
+                    done[0] += 1
+            except BaseException as e:   # reported by the main thread
+                errors.append(repr(e))
 
         threads = [threading.Thread(target=churn) for _ in range(4)]
         for t in threads:
             t.start()
         results = {}
+        while done[0] == 0 and not errors:
+            pass
         for i in range(%d):
             pid = os.fork()
             if pid == 0:
@@ -476,13 +483,16 @@ def test_fork_loop_while_threads_hand_over(tl):
                    if os.WIFEXITED(status) else
                    "signal %%d" %% os.WTERMSIG(status))
             results[end] = results.get(end, 0) + 1
+        handed = done[0]
         stop.set()
         for t in threads:
             t.join()
         tl.drain()
         print("children", sorted(results.items()))
+        print("churn errors", errors[:1], "still handing over", handed > 0)
         ''' % FORKS, timeout=FORKS * 70)
     assert f"children [('exit 0', {FORKS})]" in out, out
+    assert "churn errors [] still handing over True" in out, out
 
 
 def test_jax_calling_pattern(tl):
