@@ -130,11 +130,16 @@ static int driver_present(void)
 
 /* Records an event on stream into fence (zeroed by the caller) within op;
  * fence->event stays NULL when there is nothing to wait for.  known: the
- * context of a default stream, when the caller knows it. */
+ * context of a default stream, when the caller knows it.  blocked, when
+ * given, is set instead of a failure when stream is the legacy stream and
+ * CUDA refuses its use because a blocking stream of its context captures
+ * (cudaErrorStreamCaptureImplicit, from the query, which invalidates
+ * nothing): a record there would invalidate that capture. */
 static int record_in(struct op *op, intptr_t stream, DLDevice device,
-                     const CUcontext *known, struct cai_fence *fence)
+                     const CUcontext *known, struct cai_fence *fence,
+                     int *blocked)
 {
-    enum cudaStreamCaptureStatus state;
+    enum cudaStreamCaptureStatus state = cudaStreamCaptureStatusNone;
     int none = 0, pooled;
     cudaError_t rc;
 
@@ -149,8 +154,17 @@ static int record_in(struct op *op, intptr_t stream, DLDevice device,
     /* The event must be made in the stream's own context. */
     if (cai_enter_stream_context(op, stream, device, known, 1, &none) != 0)
         return -1;
-    if (none || capture_state(op, stream, &state) != 0)
-        return none ? 0 : -1;
+    if (none)
+        return 0;
+    rc = cai_rt.stream_is_capturing(cai_stream_handle(stream), &state);
+    if (rc == cudaErrorStreamCaptureImplicit && blocked != NULL &&
+        stream == CAI_STREAM_LEGACY) {
+        cai_rt.get_last_error(); /* ours, expected: not left pending */
+        *blocked = 1;
+        return 0;
+    }
+    if (cai_op_failed(op, "cudaStreamIsCapturing", rc))
+        return -1;
     fence->captured = state != cudaStreamCaptureStatusNone;
     if (fence->captured && capture_id(op, stream, &fence->capture) != 0)
         return -1;
@@ -355,7 +369,8 @@ static int record_fence_in(struct op *op, const cai_desc_t *producer,
     if (fence == NULL)
         return cai_fail(err, CAI_ENOMEM, "stream", "no memory for a fence");
     if ((op->have_saved || cai_ctx_save(op) == 0) &&
-        record_in(op, producer->stream, producer->device, NULL, fence) == 0 &&
+        record_in(op, producer->stream, producer->device, NULL, fence, NULL) ==
+            0 &&
         fence->event != NULL && !cai_is_default_stream(fence->stream) &&
         cai_drv.stream_get_id != NULL &&
         cai_drv.stream_get_id((CUstream)cai_stream_handle(fence->stream),
@@ -451,7 +466,8 @@ int cai_order_now(const cai_desc_t *producer, intptr_t consumer,
     memset(&fence, 0, sizeof fence);
     CAI_PUSH("hand-over", producer->stream, consumer);
     if (cai_ctx_save(&op) == 0 &&
-        record_in(&op, producer->stream, producer->device, NULL, &fence) == 0)
+        record_in(&op, producer->stream, producer->device, NULL, &fence,
+                  NULL) == 0)
         wait_in(&op, &fence, consumer, NULL, 1, &refusal, NULL);
     /* Safe right after the wait is queued: the runtime frees the event
      * once it has completed. */
@@ -544,9 +560,24 @@ int cai_release_record(struct op *op, DLDevice device,
                        intptr_t consumer_stream, const CUcontext *known,
                        struct cai_fence *back, const char **refusal)
 {
+    int blocked = 0;
+
     memset(back, 0, sizeof *back);
-    if (record_in(op, consumer_stream, device, known, back) != 0)
+    if (record_in(op, consumer_stream, device, known, back, &blocked) != 0)
         return -1;
+    if (blocked) {
+        /* The legacy stream while a blocking stream of its context captures
+         * (CuPy's streams are blocking): recording there would invalidate
+         * the user's capture, and letting the producer go now would free it
+         * under the consumer's queued work.  The per-thread default stream
+         * waits for the legacy stream's earlier work, and not for the
+         * capture: an event recorded there keeps the producer until the
+         * consumer's work has run. */
+        memset(back, 0, sizeof *back);
+        if (record_in(op, CAI_STREAM_PER_THREAD, device, known, back, NULL) !=
+            0)
+            return -1;
+    }
     if (back->event != NULL && back->captured) {
         /* Its event completes only when the graph is launched. */
         *refusal = "the consumer's stream is capturing a CUDA graph, so "

@@ -40,6 +40,10 @@ tests_c89_t_LDADD = src/libcaibridge.la
 TESTS += tests/exports-t.sh
 EXTRA_DIST += tests/exports-t.sh
 
+# The time limit every test runs under, tried on a test that hangs.
+TESTS += tests/time-limit-t.sh
+EXTRA_DIST += tests/time-limit-t.sh tests/time-limit.sh
+
 # make check-valgrind: every C TAP test under valgrind (through libtool, so
 # the real binary runs, not its wrapper script).  Fails on any memcheck
 # error, any definite or indirect leak, any "not ok" and any missing plan.

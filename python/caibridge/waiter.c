@@ -90,7 +90,10 @@ static void *waiter(void *unused)
 }
 
 /* The lock is held across fork, so the child's copy is whole; the child
- * has no waiter and starts none. */
+ * has no waiter and starts none.  Its condition variable is made anew: the
+ * waiter may have been inside a timed wait at fork, holding the variable's
+ * own internal lock (a timed-out wait takes it without the mutex), and a
+ * broadcast in the child (at its exit) would wait for that lock forever. */
 static void fork_prepare(void)
 {
     pthread_mutex_lock(&lock);
@@ -106,6 +109,7 @@ static void fork_child(void)
     running = 0;
     busy = 0;
     closed = 1;
+    pthread_cond_init(&changed, NULL);
     pthread_mutex_unlock(&lock);
 }
 

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -349,6 +350,59 @@ static int driver(void)
     return env != NULL ? atoi(env) : 13000;
 }
 
+/* CUDA cannot be used in a child forked after it was initialized: there
+ * every call that needs the driver fails with 3, as CUDA's do
+ * (cudaErrorInitializationError; CUDA_ERROR_NOT_INITIALIZED for the
+ * driver's), even after a reset.  The lock is held across fork so the
+ * child's tables are whole; the child has no stream worker. */
+static int initialized, forked;
+
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&lock);
+}
+
+static void fork_parent(void)
+{
+    pthread_mutex_unlock(&lock);
+}
+
+static void fork_child(void)
+{
+    forked = initialized;
+    tl_after_fork();
+    pthread_mutex_unlock(&lock);
+}
+
+/* At load, before any library that loads the double registers its own
+ * handlers: theirs run first at fork, so a thread holding their lock
+ * while it calls the double is let finish. */
+__attribute__((constructor)) static void watch_fork(void)
+{
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+static int lock_holder; /* atomic */
+
+/* Tests: holds the lock for us microseconds, as an entry point in
+ * progress on another thread does when a fork comes; double_lock_held
+ * says when it is held. */
+EXPORTED void double_hold_lock_us(long us)
+{
+    struct timespec t = {us / 1000000, us % 1000000 * 1000};
+
+    pthread_mutex_lock(&lock);
+    __atomic_store_n(&lock_holder, 1, __ATOMIC_RELEASE);
+    nanosleep(&t, NULL);
+    __atomic_store_n(&lock_holder, 0, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&lock);
+}
+
+EXPORTED int double_lock_held(void)
+{
+    return __atomic_load_n(&lock_holder, __ATOMIC_ACQUIRE);
+}
+
 #define LOCKED(body)                 \
     do {                             \
         pthread_mutex_lock(&lock);   \
@@ -364,6 +418,9 @@ static int driver(void)
 cudaError_t enter(const char *call)
 {
     pthread_mutex_lock(&lock);
+    if (forked)
+        return cudaErrorInitializationError;
+    initialized = 1;
     return injected(call);
 }
 
@@ -596,6 +653,8 @@ cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
         rc = cudaErrorInvalidResourceHandle;
     if (rc == cudaSuccess && s != NULL && s->invalidated)
         rc = cudaErrorStreamCaptureInvalidated;
+    if (rc == cudaSuccess)
+        rc = legacy_during_capture(stream, ctx, 1);
     if (rc == cudaSuccess) {
         e->captured = s != NULL ? s->capture : 0;
         if (!graph_record(s, e))
@@ -620,6 +679,8 @@ cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t stream,
     e = need_event(event, &rc);
     if (rc == cudaSuccess)
         rc = resolve(stream, &ctx, &s); /* any context may wait */
+    if (rc == cudaSuccess)
+        rc = legacy_during_capture(stream, ctx, 1);
     if (rc == cudaSuccess && s != NULL && s->capture != 0) {
         if (s->invalidated) {
             rc = cudaErrorStreamCaptureInvalidated;
@@ -808,6 +869,35 @@ cudaError_t unsafe_during_capture(void)
     return rc;
 }
 
+/* CUDA's rule for the legacy stream (stream NULL or cudaStreamLegacy):
+ * it synchronizes with every blocking stream of its context, so while one
+ * of them is capturing, whatever the capture mode, any use of it would
+ * depend on the capture.  It fails with cudaErrorStreamCaptureImplicit, and
+ * a use (use != 0: work queued, a record, a wait, a synchronize) also
+ * invalidates those captures; a query (cudaStreamIsCapturing) does not.
+ * Lock held. */
+cudaError_t legacy_during_capture(cudaStream_t stream, struct context *ctx,
+                                  int use)
+{
+    cudaError_t rc = cudaSuccess;
+    int i, j;
+
+    if (stream != NULL && stream != cudaStreamLegacy)
+        return cudaSuccess;
+    for (i = 0; i < stream_count; i++) {
+        const struct stream *s = &streams[i];
+
+        if (!s->live || !s->blocking || s->capture == 0 ||
+            (s->context != NULL ? s->context : need_context()) != ctx)
+            continue;
+        rc = cudaErrorStreamCaptureImplicit;
+        for (j = 0; use && j < stream_count; j++)
+            if (streams[j].capture == s->capture)
+                streams[j].invalidated = 1;
+    }
+    return rc;
+}
+
 cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream)
 {
     cudaError_t rc;
@@ -820,6 +910,8 @@ cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream)
         rc = resolve(stream, &ctx, &s);
     if (rc == cudaSuccess && s != NULL && s->capture != 0)
         rc = cudaErrorStreamCaptureUnsupported;
+    if (rc == cudaSuccess)
+        rc = legacy_during_capture(stream, ctx, 1);
     if (rc == cudaSuccess)
         rc = unsafe_during_capture();
     if (rc == cudaSuccess)
@@ -841,6 +933,8 @@ cudaError_t CUDARTAPI cudaStreamIsCapturing(
     rc = enter("cudaStreamIsCapturing");
     if (rc == cudaSuccess)
         rc = resolve(stream, &ctx, &s);
+    if (rc == cudaSuccess)
+        rc = legacy_during_capture(stream, ctx, 0);
     if (rc == cudaSuccess) {
         if (s != NULL && s->capture != 0)
             state = s->invalidated ? DOUBLE_INVALIDATED : DOUBLE_CAPTURING;
@@ -1393,6 +1487,7 @@ static const struct cudart_double controls = {
     instantiate,
     replay,
     live_async_allocations,
+    stream_create_blocking,
 };
 
 const struct cudart_double *cudart_double_controls(void)

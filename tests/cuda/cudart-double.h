@@ -30,6 +30,12 @@
  * a stream outside a capture waiting on a captured event joins that capture,
  * and the host cannot wait on a captured event (cudaErrorCapturedEvent).
  *
+ * A child forked after the parent made a CUDA call cannot use CUDA: every
+ * call that needs the driver fails there with error 3
+ * (cudaErrorInitializationError, CUDA_ERROR_NOT_INITIALIZED), even after
+ * reset; the controls still work.  At exit the stream workers stop where
+ * they are: work still queued (behind a closed gate) never runs.
+ *
  * Contexts end as in CUDA: cudaDeviceReset and cuDevicePrimaryCtxReset end
  * a primary context (its handle stays, naming a new context, with a new
  * cuCtxGetId, once the runtime needs it again), cuCtxDestroy another
@@ -205,6 +211,17 @@ struct cudart_double {
     /* cudaMallocAsync allocations not yet freed by a cudaFreeAsync that
      * its stream has reached. */
     int (*live_async_allocations)(void);
+
+    /* ---- Blocking streams ---- */
+    /* Like stream_create, but a blocking stream, as cudaStreamCreate makes
+     * (CuPy's default; stream_create's are non-blocking, as torch's): the
+     * legacy stream of its context and it wait for each other's earlier
+     * work, and while it is capturing (begin_capture), any use of the
+     * legacy stream of its context (a record, a wait, a copy, a host
+     * function, a synchronize) fails with cudaErrorStreamCaptureImplicit
+     * and invalidates the capture; cudaStreamIsCapturing of the legacy
+     * stream fails the same way and leaves the capture alone. */
+    long (*stream_create_blocking)(int device);
 };
 
 #endif

@@ -45,6 +45,8 @@ static cudaError_t queue(cudaStream_t stream, const struct work *w)
     struct stream *s;
     cudaError_t rc = resolve(stream, &ctx, &s);
 
+    if (rc == cudaSuccess)
+        rc = legacy_during_capture(stream, ctx, 1);
     if (rc == cudaSuccess && !graph_launch(s, w))
         tl_launch(stream, w);
     return rc;
@@ -61,6 +63,8 @@ cudaError_t CUDARTAPI cudaMallocAsync(void **ptr, size_t size,
 
     if (rc == cudaSuccess)
         rc = resolve(stream, &ctx, &s);
+    if (rc == cudaSuccess)
+        rc = legacy_during_capture(stream, ctx, 1);
     if (rc == cudaSuccess && ctx != NULL)
         device = ctx->device;
     if (rc == cudaSuccess) {
@@ -81,7 +85,7 @@ cudaError_t CUDARTAPI cudaMallocAsync(void **ptr, size_t size,
 cudaError_t CUDARTAPI cudaFreeAsync(void *ptr, cudaStream_t stream)
 {
     cudaError_t rc = enter("cudaFreeAsync");
-    struct work w = {NULL, NULL, 0, 0, 0, run_free, ptr};
+    struct work w = {NULL, NULL, 0, 0, 0, run_free, ptr, 1};
     char call[96], st[32];
 
     if (rc == cudaSuccess)
@@ -121,7 +125,7 @@ cudaError_t CUDARTAPI cudaMemcpy2DAsync(void *dst, size_t dpitch,
     if (rc == cudaSuccess && (c = malloc(sizeof *c)) == NULL)
         rc = cudaErrorMemoryAllocation;
     if (rc == cudaSuccess) {
-        struct work w = {NULL, NULL, 0, 0, 0, run_copy_2d, c};
+        struct work w = {NULL, NULL, 0, 0, 0, run_copy_2d, c, 1};
 
         c->dst = dst;
         c->src = src;

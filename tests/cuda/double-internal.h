@@ -16,7 +16,7 @@
  * bound to a same-named symbol of the program that loads the double. */
 #pragma GCC visibility push(hidden)
 
-#define MAX_EVENTS 2048
+#define MAX_EVENTS 16384
 #define MAX_POINTERS 256
 #define MAX_FAILURES 8
 #define MAX_STREAMS 64
@@ -55,6 +55,8 @@ struct stream {
     int joined;   /* joined a capture through a wait, never joined back */
     int ended;    /* the id of the capture last ended on it */
     int orphaned; /* dead because its context was destroyed or reset */
+    int blocking; /* synchronizes with the legacy stream (cudaStreamCreate's
+                     default); test streams are non-blocking unless made so */
     unsigned long long id; /* cuStreamGetId's: never reused */
 };
 
@@ -69,7 +71,9 @@ struct pointer {
 };
 
 /* A "kernel": once its gate (0: none) is open, fills size bytes at dst
- * with value, or copies them from src, or calls fn(arg) instead. */
+ * with value, or copies them from src, or calls fn(arg) instead.  fn is a
+ * host function unless device is set: the double's own device work (a
+ * copy piece, a free) done through fn, which holds no host thread. */
 struct work {
     void *dst;
     const void *src;
@@ -77,7 +81,13 @@ struct work {
     int value, gate;
     void (*fn)(void *);
     void *arg;
+    int device;
 };
+
+static inline int host_function(const struct work *w)
+{
+    return w->fn != NULL && !w->device;
+}
 
 /* Every table is guarded by lock; per-thread state is thread-local. */
 extern pthread_mutex_t lock;
@@ -108,6 +118,8 @@ cudaError_t resolve(cudaStream_t stream, struct context **ctx,
 struct event *live_event(cudaEvent_t handle);
 struct event *need_event(cudaEvent_t handle, cudaError_t *rc);
 cudaError_t unsafe_during_capture(void);
+cudaError_t legacy_during_capture(cudaStream_t stream, struct context *ctx,
+                                  int use);
 cudaError_t enter(const char *call);
 cudaError_t leave(cudaError_t rc, const char *call, const char *result);
 struct pointer *find_pointer(const void *ptr);
@@ -126,7 +138,8 @@ void tl_host_wait_stream(cudaStream_t stream);
 void tl_launch(cudaStream_t stream, const struct work *work);
 void tl_reset(void);
 void tl_drain(void);
-long tl_stream_create(int device);
+void tl_after_fork(void);
+long tl_stream_create(int device, int blocking);
 
 /* Exported by name for the Python tests, not through the controls: the
  * stream costs (timeline.c) and clearing the log (cudart-double.c). */
@@ -136,6 +149,8 @@ EXPORTED void double_set_stream_bounds(int items, int host_functions);
 EXPORTED long double_launches_blocked(void);
 EXPORTED long double_host_functions_run(void);
 EXPORTED void double_clear_log(void);
+EXPORTED void double_hold_lock_us(long us);
+EXPORTED int double_lock_held(void);
 
 /* double-graph.c: captured work, called with lock held.  tl_capture_*
  * return 1 when the stream is capturing (the work became a node). */
@@ -157,6 +172,7 @@ void launch_copy(long stream, void *dst, const void *src, size_t size,
                  int gate);
 void drain(void);
 long stream_create(int device);
+long stream_create_blocking(int device);
 int violations(void);
 const char *violation_log(void);
 long calls(void);

@@ -82,7 +82,8 @@ CUDA_DOUBLE_TESTS = \
 	tests/cuda/reset-t \
 	tests/cuda/strict-t \
 	tests/cuda/release-t \
-	tests/cuda/promise-t
+	tests/cuda/promise-t \
+	tests/cuda/fork-t
 check_PROGRAMS += $(CUDA_DOUBLE_TESTS)
 TESTS += $(CUDA_DOUBLE_TESTS)
 VALGRIND_TESTS += $(CUDA_DOUBLE_TESTS)
@@ -108,6 +109,7 @@ tests_cuda_reset_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 tests_cuda_promise_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS) -I$(top_srcdir)/src
 tests_cuda_promise_t_LDADD = src/libcaibridge-core.la tests/tap/libtap.a
 tests_cuda_strict_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
+tests_cuda_fork_t_CPPFLAGS = $(CUDA_TESTS_CPPFLAGS)
 # The CUDA export example of docs/guide/c.rst (the page's second
 # `.. code-block:: c`), taken from the page and run on the double.
 check_PROGRAMS += tests/cuda/guide-gpu-t

@@ -25,6 +25,12 @@ static cudaError_t (*event_synchronize)(cudaEvent_t);
 static cudaError_t (*stream_wait)(cudaStream_t, cudaEvent_t, unsigned);
 static cudaError_t (*stream_synchronize)(cudaStream_t);
 static cudaError_t (*device_synchronize)(void);
+static cudaError_t (*is_capturing)(cudaStream_t,
+                                   enum cudaStreamCaptureStatus *);
+static cudaError_t (*memcpy_async)(void *, const void *, size_t,
+                                   enum cudaMemcpyKind, cudaStream_t);
+static cudaError_t (*stream_create)(cudaStream_t *);
+static cudaError_t (*stream_create_with_flags)(cudaStream_t *, unsigned);
 
 static void bind(void *lib, void *var, const char *name)
 {
@@ -47,6 +53,10 @@ static void bind_entry_points(void)
     bind(lib, &stream_wait, "cudaStreamWaitEvent");
     bind(lib, &stream_synchronize, "cudaStreamSynchronize");
     bind(lib, &device_synchronize, "cudaDeviceSynchronize");
+    bind(lib, &is_capturing, "cudaStreamIsCapturing");
+    bind(lib, &memcpy_async, "cudaMemcpyAsync");
+    bind(lib, &stream_create, "cudaStreamCreate");
+    bind(lib, &stream_create_with_flags, "cudaStreamCreateWithFlags");
 }
 
 static void start(void)
@@ -189,15 +199,123 @@ static void gates_open_on_their_own_wait(void)
            "cudaDeviceSynchronize waits for the current device only");
 }
 
+/* A stream of the double's made blocking or not; 1: a legacy-stream call
+ * made while it captured failed with cudaErrorStreamCaptureImplicit and
+ * left the capture invalidated, 0: it worked and the capture is whole. */
+static int legacy_breaks_capture(int blocking, int device, int call)
+{
+    long s = blocking ? cuda->stream_create_blocking(device)
+                      : cuda->stream_create(device);
+    cudaEvent_t ev = NULL, other = NULL;
+    cudaError_t rc;
+
+    event_create(&ev, cudaEventDisableTiming);
+    event_create(&other, cudaEventDisableTiming);
+    event_record(other, NULL);
+    cuda->begin_capture(s, 21);
+    switch (call) {
+    case 0:
+        rc = event_record(ev, NULL);
+        break;
+    case 1:
+        rc = event_record(ev, cudaStreamLegacy);
+        break;
+    case 2:
+        rc = stream_wait(NULL, other, 0);
+        break;
+    case 3:
+        rc = memcpy_async(out, src, N, cudaMemcpyDeviceToDevice, NULL);
+        break;
+    default:
+        rc = stream_synchronize(NULL);
+        break;
+    }
+    if (rc == cudaSuccess && cuda->capture_state(s) == DOUBLE_CAPTURING &&
+        cuda->end_capture(s) == 0)
+        return 0;
+    if (rc == cudaErrorStreamCaptureImplicit &&
+        cuda->capture_state(s) == DOUBLE_INVALIDATED &&
+        cuda->end_capture(s) == cudaErrorStreamCaptureInvalidated)
+        return 1;
+    return -1;
+}
+
+/* CUDA's rule for the legacy stream while a blocking stream of its context
+ * captures.  8 assertions. */
+static void legacy_stream_during_a_blocking_capture(void)
+{
+    enum cudaStreamCaptureStatus status;
+    cudaStream_t made = NULL;
+    int gate, call, all = 1;
+    long s;
+
+    start();
+    for (call = 0; call < 5; call++)
+        all = all && legacy_breaks_capture(1, 0, call) == 1;
+    ok(all,
+       "a record, a wait, a copy or a synchronize on the legacy stream "
+       "while a blocking stream captures: cudaErrorStreamCaptureImplicit, "
+       "and the capture is invalidated");
+    /* A synchronize is refused in global mode whatever the stream. */
+    for (call = 0, all = 1; call < 4; call++)
+        all = all && legacy_breaks_capture(0, 0, call) == 0;
+    ok(all, "a non-blocking stream's capture: the same calls but the "
+            "synchronize work, and the capture is whole");
+    is_int(0, legacy_breaks_capture(1, 1, 0),
+           "a blocking stream of another context: the legacy stream works");
+
+    s = cuda->stream_create_blocking(0);
+    cuda->begin_capture(s, 22);
+    ok(is_capturing(NULL, &status) == cudaErrorStreamCaptureImplicit &&
+           cuda->capture_state(s) == DOUBLE_CAPTURING,
+       "cudaStreamIsCapturing(legacy) while it captures: "
+       "cudaErrorStreamCaptureImplicit, the capture left whole");
+    ok(is_capturing(cudaStreamPerThread, &status) == cudaSuccess &&
+           cuda->capture_state(s) == DOUBLE_CAPTURING,
+       "the per-thread stream does not synchronize with it: works");
+    cuda->end_capture(s);
+
+    start();
+    s = cuda->stream_create_blocking(0);
+    gate = cuda->gate_new();
+    cuda->launch_fill(s, src, N, 7, gate);
+    cuda->launch_copy(LEGACY, out, src, N, 0);
+    cuda->gate_open(gate);
+    cuda->drain();
+    ok(all_bytes(out, N, 7),
+       "the legacy stream waits for a blocking stream's earlier work");
+    start();
+    s = cuda->stream_create(0);
+    gate = cuda->gate_new();
+    cuda->launch_fill(s, src, N, 7, gate);
+    cuda->launch_copy(LEGACY, out, src, N, 0);
+    cuda->gate_open(gate);
+    cuda->drain();
+    ok(all_bytes(out, N, 0), "but not for a non-blocking stream's");
+
+    start();
+    stream_create(&made);
+    cuda->begin_capture((long)(intptr_t)made, 23);
+    ok(is_capturing(NULL, &status) == cudaErrorStreamCaptureImplicit,
+       "cudaStreamCreate's streams are blocking");
+    cuda->end_capture((long)(intptr_t)made);
+    stream_create_with_flags(&made, cudaStreamNonBlocking);
+    cuda->begin_capture((long)(intptr_t)made, 24);
+    ok(is_capturing(NULL, &status) == cudaSuccess,
+       "cudaStreamCreateWithFlags(cudaStreamNonBlocking)'s are not");
+    cuda->end_capture((long)(intptr_t)made);
+}
+
 int main(void)
 {
-    plan(13);
+    plan(22);
     cuda = use_double();
     bind_entry_points();
     stream_2_per_thread();
     stream_1_per_context();
     events_stay_in_their_context();
     gates_open_on_their_own_wait();
+    legacy_stream_during_a_blocking_capture();
     cuda->reset();
     return 0;
 }

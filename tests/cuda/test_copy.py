@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 
+from test_stream_order import PyCapsule_GetPointer
 from timeline_double import CAIArray, PatchedArray, Timeline, caibridge
 
 N = 64
@@ -136,6 +137,41 @@ def test_layouts_are_copied_contiguous(tl, strides, shape, expect):
     gc.collect()
     tl.drain()
     assert live(tl) == 0
+
+
+@pytest.mark.parametrize("host", [False, True])
+def test_4d_layout_of_75_pieces_is_copied(tl, host):
+    """x[:, :15, :2, :3] of a (5, 16, 3, 4) array: no two dimensions merge,
+    so the copy is 75 pieces on one stream.  Copy pieces are device work:
+    the double's "the host would block" bound counts host functions only,
+    and a device or host copy of this view passes (issue 44)."""
+    full = tl.buffer(n=5 * 16 * 3 * 4)
+    full[:] = np.arange(full.size) % 251
+    shape, strides = (5, 15, 2, 3), (192, 12, 4, 1)
+
+    class Strided:
+        __cuda_array_interface__ = {
+            "data": (full.ctypes.data, False), "shape": shape,
+            "typestr": "|u1", "strides": strides, "version": 3,
+            "stream": None}
+
+    want = np.ascontiguousarray(full.reshape(5, 16, 3, 4)[:, :15, :2, :3])
+    view = caibridge.as_dlpack(Strided())
+    if host:
+        got = np.from_dlpack(Host(view.__dlpack__(
+            dl_device=(1, 0), copy=True, max_version=(1, 3))))
+        assert (got == want).all()
+        del got
+    else:
+        capsule = view.__dlpack__(stream=1, copy=True, max_version=(1, 3))
+        tl.drain()
+        back, ptr = data_of(capsule)
+        got = np.frombuffer(ctypes.string_at(ptr, want.size), dtype=np.uint8)
+        assert (got.reshape(shape) == want).all()
+        del back, capsule
+    gc.collect()
+    tl.drain()
+    assert tl.violations() == ""
 
 
 @pytest.mark.parametrize("call", ["cudaMallocAsync", "cudaMemcpyAsync"])
@@ -356,10 +392,7 @@ def test_host_copy_whose_wait_fails_is_not_freed_under_its_pieces(tl):
 def versioned_tensor(capsule):
     """(data, dtype bytes, shape pointer) fields of a versioned capsule's
     DLTensor, which starts after version, manager_ctx, deleter, flags."""
-    get = ctypes.pythonapi.PyCapsule_GetPointer
-    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object,
-                                                   ctypes.c_char_p]
-    return get(capsule, b"dltensor_versioned") + 32
+    return PyCapsule_GetPointer(capsule, b"dltensor_versioned") + 32
 
 
 def test_packed_float4_is_copied_as_its_bytes(tl):

@@ -23,7 +23,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
 
 from test_stream_order import (DEVICE, DEVICE_PTR, KDLCPU, KDLCUDA,  # noqa
                               KDLCUDAHOST, MANAGED, PINNED, PRODUCER,
-                              DeviceArray, caibridge, cuda, double)
+                              DeviceArray, PyCapsule_New, caibridge, cuda,
+                              double)
 from conftest import (DLDevice, DLManagedTensorVersioned, DLPackVersion,  # noqa
                       DLTensor, DLTENSOR_FROM_PY, FROM_PY, TO_PY, WORK_STREAM,
                       ExchangeAPI, Header, VERSIONED_DELETER, dtype_of,
@@ -266,11 +267,8 @@ class ForeignTable:
                                                    ctypes.c_void_p),
                                work_stream=ctypes.cast(self._stream,
                                                        ctypes.c_void_p))
-        new = ctypes.pythonapi.PyCapsule_New
-        new.restype = ctypes.py_object
-        new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-        capsule = new(ctypes.addressof(self.api), b"dlpack_exchange_api",
-                      None)
+        capsule = PyCapsule_New(ctypes.addressof(self.api),
+                                b"dlpack_exchange_api", None)
         self.type = type("ForeignTensor", (), {
             "__dlpack_c_exchange_api__": capsule,
             "__dlpack_device__": lambda s: self.device,

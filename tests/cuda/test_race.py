@@ -646,6 +646,57 @@ def test_consumer_capture_already_invalidated_is_refused(tl):
     lib.cudaEventDestroy(ev)
 
 
+@pytest.mark.parametrize("blocking", [True, False])
+def test_double_legacy_stream_during_a_blocking_capture(tl, blocking):
+    """The double as CUDA: while a blocking stream (CuPy's, made with
+    tl.stream(blocking=True)) captures, a record on the legacy stream of
+    its context fails with cudaErrorStreamCaptureImplicit (906) and
+    invalidates the capture; a non-blocking stream's capture (torch's) is
+    not touched."""
+    b = tl.stream(blocking=blocking)
+    lib = tl.lib
+    ev = ctypes.c_void_p()
+    assert lib.cudaEventCreateWithFlags(ctypes.byref(ev), 2) == 0
+    tl.c.begin_capture(b, 6)
+    rc = lib.cudaEventRecord(ev, ctypes.c_void_p(1))
+    assert (rc, tl.c.capture_state(b)) == ((906, 2) if blocking else (0, 1))
+    assert tl.c.end_capture(b) == (901 if blocking else 0)
+    lib.cudaEventDestroy(ev)
+
+
+@pytest.mark.parametrize("hand_over", [released_as_capsule,
+                                       released_as_caiview,
+                                       released_through_the_table],
+                         ids=lambda h: h.__name__)
+def test_release_on_legacy_during_a_blocking_capture(tl, hand_over):
+    """A consumer reads on stream 1 (behind a gate) and releases while a
+    CuPy-like blocking stream of the same context captures a graph (a GC
+    release in the middle of a CuPy capture).  CUDA refuses any use of the
+    legacy stream then, and a record there would invalidate the capture:
+    the capture stays valid, the release raises nothing, and the producer
+    is kept until the read has run (issue 41 finding 10)."""
+    src, out = tl.buffer(value=NEW), tl.buffer()
+    producer = CAIArray(src, tl.stream())
+    alive = weakref.ref(producer)
+    release_it = hand_over(producer, True)
+    del producer
+    gate = tl.gate()
+    tl.copy(LEGACY, out, src, gate)                 # the consumer's read
+    cupy = tl.stream(blocking=True)
+    tl.c.begin_capture(cupy, 7)
+    release_it()
+    gc.collect()
+    assert tl.c.capture_state(cupy) == 1, "the release broke the capture"
+    assert alive() is not None, "the producer went before the read"
+    tl.open(gate)
+    tl.drain()
+    caibridge._core._release_poll()
+    gc.collect()
+    assert alive() is None, "the producer outlived the read"
+    assert tl.c.end_capture(cupy) == 0
+    assert tl.c.pending_error() == 0, "906 was left as the last error"
+
+
 @pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "race"])
 def test_stream_1_with_another_devices_context_current(tl, ordered):
     """Data on device 0, handed over to stream 1 while a context of device 1

@@ -407,6 +407,94 @@ def test_forked_child_makes_no_cuda_call(tl):
     assert "after 0" in out, out
 
 
+def test_forked_childs_hand_over_fails_cleanly(tl):
+    """CUDA refuses every call in a child forked after the parent used it
+    (the double as CUDA: error 3).  A child's new hand-over raises a
+    BufferError that says the process was forked, and the child exits
+    normally (issue 44)."""
+    out = run_script('''
+        back, alive = handover(tl, src, a)
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                handover(tl, src, a)
+                os.write(w, b"no error")
+            except BufferError as e:
+                os.write(w, str(e).encode())
+            sys.exit(0)
+        _, status = os.waitpid(pid, 0)
+        print("child:", os.read(r, 1000).decode())
+        print("status", status)
+        ''')
+    assert "status 0" in out, out
+    assert "forked" in out and "CUDA error 3" in out, out
+
+
+FORKS = 200
+
+
+def test_fork_loop_while_threads_hand_over(tl):
+    """200 forks while 4 threads hand over and release, with the waiter
+    polling (issue 44): every child starts, finds CUDA refused for its own
+    hand-over (a BufferError naming the fork), and exits normally through
+    the interpreter's and the libraries' exit code.  Each child has a time
+    limit, enforced by the parent: a child that hangs anywhere (in fork's
+    child side, at its first call, at exit) fails the test and is
+    killed."""
+    out = run_script('''
+        import select, signal, threading
+        LIMIT = 60
+        stop = threading.Event()
+        errors, done = [], [0]
+
+        def churn():
+            try:
+                while not stop.is_set():
+                    back, alive = handover(tl, src, a)
+                    del back
+                    done[0] += 1
+            except BaseException as e:   # reported by the main thread
+                errors.append(repr(e))
+
+        threads = [threading.Thread(target=churn) for _ in range(4)]
+        for t in threads:
+            t.start()
+        results = {}
+        while done[0] == 0 and not errors:
+            pass
+        for i in range(%d):
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    handover(tl, src, a)
+                    code = 3
+                except BufferError as e:
+                    code = 0 if "forked" in str(e) else 4
+                sys.exit(code)
+            fd = os.pidfd_open(pid)
+            ready, _, _ = select.select([fd], [], [], LIMIT)
+            os.close(fd)
+            if not ready:
+                os.kill(pid, signal.SIGKILL)
+            _, status = os.waitpid(pid, 0)
+            end = ("hung" if not ready else
+                   "exit %%d" %% os.WEXITSTATUS(status)
+                   if os.WIFEXITED(status) else
+                   "signal %%d" %% os.WTERMSIG(status))
+            results[end] = results.get(end, 0) + 1
+        handed = done[0]
+        stop.set()
+        for t in threads:
+            t.join()
+        tl.drain()
+        print("children", sorted(results.items()))
+        print("churn errors", errors[:1], "still handing over", handed > 0)
+        ''' % FORKS, timeout=FORKS * 70)
+    assert f"children [('exit 0', {FORKS})]" in out, out
+    assert "churn errors [] still handing over True" in out, out
+
+
 def test_jax_calling_pattern(tl):
     """JAX 0.10's from_dlpack calls __dlpack__(stream=S) with S its stream
     for external events, a handle (docs/cuda.rst's JAX row): S waits for

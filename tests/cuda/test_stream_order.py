@@ -27,6 +27,25 @@ DEVICE_PTR = 0x7F0000001000
 PRODUCER, CONSUMER = 0x5000, 0x6000
 
 
+# The capsule calls, as functions of our own with their prototypes set
+# once: ctypes.pythonapi's objects are shared, and setting their argtypes
+# while another thread calls them fails with the GIL off (3.13t).
+def pythonapi_function(name, restype, *argtypes):
+    return ctypes.PYFUNCTYPE(restype, *argtypes)((name, ctypes.pythonapi))
+
+
+PyCapsule_New = pythonapi_function("PyCapsule_New", ctypes.py_object,
+                                   ctypes.c_void_p, ctypes.c_char_p,
+                                   ctypes.c_void_p)
+PyCapsule_GetName = pythonapi_function("PyCapsule_GetName", ctypes.c_char_p,
+                                       ctypes.py_object)
+PyCapsule_GetPointer = pythonapi_function(
+    "PyCapsule_GetPointer", ctypes.c_void_p, ctypes.py_object,
+    ctypes.c_char_p)
+PyCapsule_SetName = pythonapi_function("PyCapsule_SetName", ctypes.c_int,
+                                       ctypes.py_object, ctypes.c_char_p)
+
+
 def double_path(name="libcudart-double.so"):
     """The double: the copy in the private folder make check made
     (CAIBRIDGE_TEST_DOUBLES, tests/cuda/private-doubles.sh), else the one

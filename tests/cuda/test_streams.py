@@ -9,7 +9,8 @@ import pytest
 from test_stream_order import (DEVICE, DEVICE_PTR, KDLCPU, KDLCUDA,  # noqa
                               KDLCUDAHOST, KDLCUDAMANAGED, MANAGED, PINNED,
                               PRODUCER, CONSUMER, CudaStream, DeviceArray,
-                              caibridge, cuda, double)
+                              PyCapsule_GetName, PyCapsule_GetPointer,
+                              PyCapsule_SetName, caibridge, cuda, double)
 
 LEGACY = 1
 
@@ -39,17 +40,11 @@ def ordering(log):
 def release_capsule(capsule):
     """Takes the tensor out of capsule as a consumer does (the capsule is
     renamed used) and releases it through its deleter."""
-    api = ctypes.pythonapi
-    api.PyCapsule_GetName.restype = ctypes.c_char_p
-    api.PyCapsule_GetName.argtypes = [ctypes.py_object]
-    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
-    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-    api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
-    name = api.PyCapsule_GetName(capsule)
-    pointer = api.PyCapsule_GetPointer(capsule, name)
+    name = PyCapsule_GetName(capsule)
+    pointer = PyCapsule_GetPointer(capsule, name)
     used = b"used_" + name
     release_capsule.names.append(used)           # must outlive the capsule
-    api.PyCapsule_SetName(capsule, used)
+    PyCapsule_SetName(capsule, used)
     deleter_at = pointer + (DELETER_VERSIONED if name == b"dltensor_versioned"
                             else DELETER_LEGACY)
     deleter = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(
@@ -357,3 +352,31 @@ def test_per_thread_consumer_released_elsewhere_is_left(cuda):
     calls = ordering(cuda.log())
     assert [c[0] for c in calls] == ["record"]
     assert calls[0][2] == "0x2"
+
+
+def test_capsule_calls_are_safe_from_many_threads(cuda):
+    """release_capsule from 8 threads at once (issue 44): its capsule calls
+    are functions of the tests' own with prototypes set once, so no thread
+    changes another's argtypes mid-call (which fails with the GIL off)."""
+    import threading
+
+    for fn, name in ((PyCapsule_GetName, "PyCapsule_GetName"),
+                     (PyCapsule_GetPointer, "PyCapsule_GetPointer"),
+                     (PyCapsule_SetName, "PyCapsule_SetName")):
+        assert fn is not getattr(ctypes.pythonapi, name)
+    view = view_of(cuda, PRODUCER)
+    errors, start = [], threading.Barrier(8)
+
+    def work():
+        try:
+            start.wait()
+            for _ in range(200):
+                release_capsule(view.__dlpack__(stream=-1))
+        except BaseException as e:   # reported by the main thread
+            errors.append(e)
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []

@@ -7,6 +7,7 @@
  * decides when work finishes.  Also the violations (rules of CUDA the code
  * under test broke) and the entry points that only the timeline needs.
  */
+#define _GNU_SOURCE /* pthread_timedjoin_np */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -43,6 +44,7 @@ struct queue {
     long handle;
     struct context *ctx; /* its context: the default stream's, or NULL */
     int thread;          /* stream 2: the thread's number, else 0 */
+    int blocking;        /* a blocking stream's queue */
     int used, started;
     struct op *head, *tail;
     long queued, done;
@@ -175,7 +177,7 @@ static void run_head(struct queue *q)
     int g = op->work.gate;
     int *gate = g > 0 && g <= gate_count ? &gates[g - 1].open : NULL;
 
-    while (op->kind == OP_WAIT &&
+    while (!stopping && op->kind == OP_WAIT &&
            queues[op->wait_queue].done < op->wait_position) {
         if (!wait_until(&deadline)) {
             violation("stream 0x%lx waited %d s for an event", q->handle,
@@ -183,15 +185,17 @@ static void run_head(struct queue *q)
             break;
         }
     }
-    while (gate != NULL && !*gate) {
+    while (!stopping && gate != NULL && !*gate) {
         if (!wait_until(&deadline)) {
             violation("stream 0x%lx: gate %d still closed after %d s",
                       q->handle, g, STUCK_SECONDS);
             *gate = 1;
         }
     }
+    if (stopping)
+        return; /* exit: what is left queued never runs */
     if (op->kind == OP_KERNEL) {
-        long hold = op->work.fn != NULL ? host_function_us : 0;
+        long hold = host_function(&op->work) ? host_function_us : 0;
 
         pthread_mutex_unlock(&lock);
         if (hold > 0) {
@@ -201,8 +205,8 @@ static void run_head(struct queue *q)
         }
         run_work(&op->work);
         pthread_mutex_lock(&lock);
-        busy -= op->work.fn == NULL;
-        if (op->work.fn != NULL) {
+        busy -= !host_function(&op->work);
+        if (host_function(&op->work)) {
             q->host_functions--;
             host_functions_run++;
         }
@@ -223,7 +227,7 @@ static void *worker(void *arg)
     for (;;) {
         while (!stopping && q->head == NULL)
             pthread_cond_wait(&changed, &lock);
-        if (q->head == NULL)
+        if (stopping)
             break;
         run_head(q);
     }
@@ -261,10 +265,10 @@ static int queue_of(cudaStream_t stream)
         violation("more than %d streams on the timeline", MAX_QUEUES);
         free_slot = 0;
     }
-    if (ctx == NULL) {
-        s = find_stream(stream);
+    s = handle == 1 || handle == 2 ? NULL : find_stream(stream);
+    if (ctx == NULL)
         ctx = s != NULL && s->context != NULL ? s->context : need_context();
-    }
+    queues[free_slot].blocking = s != NULL && s->blocking;
     queues[free_slot].used = 1;
     queues[free_slot].handle = handle;
     queues[free_slot].ctx = ctx;
@@ -287,15 +291,16 @@ static void append(struct queue *q, struct op *op)
     q->queued++;
 }
 
-/* CUDA's one implicit order the double keeps: the legacy stream and the
- * per-thread streams of a context wait for each other's earlier work.
- * Streams made by the test are taken as non-blocking (torch's are), so
- * nothing orders them but what the code asks for. */
+/* CUDA's implicit orders: the legacy stream of a context waits for the
+ * earlier work of its per-thread and blocking streams, and they wait for
+ * its earlier work.  Streams made by the test are non-blocking (torch's
+ * are) unless made blocking, so nothing else orders them but what the
+ * code asks for. */
 static void implicit_waits(struct queue *q)
 {
     int i;
 
-    if (q->handle != 1 && q->handle != 2)
+    if (q->handle != 1 && q->handle != 2 && !q->blocking)
         return;
     for (i = 0; i < MAX_QUEUES; i++) {
         struct queue *other = &queues[i];
@@ -303,7 +308,8 @@ static void implicit_waits(struct queue *q)
 
         if (!other->used || other == q || other->ctx != q->ctx ||
             other->done >= other->queued ||
-            !(other->handle == 1 || (q->handle == 1 && other->handle == 2)))
+            !(other->handle == 1 ||
+              (q->handle == 1 && (other->handle == 2 || other->blocking))))
             continue;
         if ((op = calloc(1, sizeof *op)) == NULL)
             abort();
@@ -328,7 +334,7 @@ static long enqueue(cudaStream_t stream, struct op *op)
                   "functions) queued there: the host would block",
                   q->handle, q->queued - q->done, q->host_functions);
     }
-    if (op->kind == OP_KERNEL && op->work.fn != NULL)
+    if (op->kind == OP_KERNEL && host_function(&op->work))
         q->host_functions++;
     append(q, op);
     pthread_cond_broadcast(&changed);
@@ -426,7 +432,7 @@ void tl_launch(cudaStream_t stream, const struct work *work)
     }
     op = new_op(OP_KERNEL);
     op->work = *work;
-    busy += work->fn == NULL;
+    busy += !host_function(work);
     enqueue(stream, op);
 }
 
@@ -481,21 +487,49 @@ void tl_reset(void)
     pthread_mutex_unlock(&lock);
 }
 
-/* The workers end with the library, so leak checkers see no thread. */
+/* A forked child (lock held): no worker runs there and none of the
+ * parent's queued work is its own, so the queues start empty (their ops
+ * leak) and no worker is joined at exit.  The condition variable is made
+ * anew: a worker of the parent's may have been inside it. */
+void tl_after_fork(void)
+{
+    int i;
+
+    pthread_cond_init(&changed, NULL);
+    for (i = 0; i < MAX_QUEUES; i++) {
+        queues[i].used = queues[i].started = 0;
+        queues[i].head = queues[i].tail = NULL;
+        queues[i].queued = queues[i].done = 0;
+        queues[i].host_functions = 0;
+    }
+    for (i = 0; i < MAX_EVENTS; i++)
+        events[i].queue = -1;
+    busy = 0;
+}
+
+/* The workers end with the library, so leak checkers see no thread.  They
+ * stop where they are: work still queued (behind a closed gate, say) is
+ * dropped, as a process's GPU work is at exit.  A worker inside a host
+ * function that never returns (one that needs an interpreter that has
+ * ended) is left after a few seconds rather than hanging the exit. */
 __attribute__((destructor)) static void stop_workers(void)
 {
+    struct timespec deadline;
     int i;
 
     pthread_mutex_lock(&lock);
     stopping = 1;
     pthread_cond_broadcast(&changed);
     pthread_mutex_unlock(&lock);
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 2;
     for (i = 0; i < MAX_QUEUES; i++)
-        if (queues[i].started)
-            pthread_join(queues[i].worker, NULL);
+        if (queues[i].started &&
+            pthread_timedjoin_np(queues[i].worker, NULL, &deadline) != 0)
+            pthread_detach(queues[i].worker);
 }
 
-long tl_stream_create(int device)
+long tl_stream_create(int device, int blocking)
 {
     long handle = next_handle;
 
@@ -508,6 +542,7 @@ long tl_stream_create(int device)
     streams[stream_count].handle = handle;
     streams[stream_count].live = 1;
     streams[stream_count].context = primary(device);
+    streams[stream_count].blocking = blocking;
     streams[stream_count].id = next_stream_id();
     stream_count++;
     return handle;
@@ -515,6 +550,7 @@ long tl_stream_create(int device)
 
 /* ---- Entry points only the timeline needs ---- */
 
+/* cudaStreamCreate makes a blocking stream, as in CUDA. */
 cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t *stream)
 {
     cudaError_t rc = enter("cudaStreamCreate");
@@ -522,11 +558,28 @@ cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t *stream)
     long handle = 0;
 
     if (rc == cudaSuccess) {
-        handle = tl_stream_create(need_context()->device);
+        handle = tl_stream_create(need_context()->device, 1);
         *stream = (cudaStream_t)(intptr_t)handle;
     }
     snprintf(result, sizeof result, "0x%lx", handle);
     return leave(rc, "cudaStreamCreate()", result);
+}
+
+cudaError_t CUDARTAPI cudaStreamCreateWithFlags(cudaStream_t *stream,
+                                                unsigned int flags)
+{
+    cudaError_t rc = enter("cudaStreamCreateWithFlags");
+    char call[48], result[32];
+    long handle = 0;
+
+    if (rc == cudaSuccess) {
+        handle = tl_stream_create(need_context()->device,
+                                  !(flags & cudaStreamNonBlocking));
+        *stream = (cudaStream_t)(intptr_t)handle;
+    }
+    snprintf(call, sizeof call, "cudaStreamCreateWithFlags(%u)", flags);
+    snprintf(result, sizeof result, "0x%lx", handle);
+    return leave(rc, call, result);
 }
 
 /* An entry point's start when it names a stream: the lock taken, the
@@ -542,6 +595,10 @@ static cudaError_t enter_on(const char *name, cudaStream_t stream,
     *s = NULL;
     if (rc == cudaSuccess)
         rc = resolve(stream, &ctx, s);
+    /* Work queued there; cudaStreamGetCaptureInfo is a query. */
+    if (rc == cudaSuccess)
+        rc = legacy_during_capture(
+            stream, ctx, strcmp(name, "cudaStreamGetCaptureInfo") != 0);
     snprintf(call, 64, "%s(%s)", name, stream_text(stream, st));
     return rc;
 }
@@ -870,7 +927,17 @@ long stream_create(int device)
     long handle;
 
     pthread_mutex_lock(&lock);
-    handle = tl_stream_create(device);
+    handle = tl_stream_create(device, 0);
+    pthread_mutex_unlock(&lock);
+    return handle;
+}
+
+long stream_create_blocking(int device)
+{
+    long handle;
+
+    pthread_mutex_lock(&lock);
+    handle = tl_stream_create(device, 1);
     pthread_mutex_unlock(&lock);
     return handle;
 }

@@ -49,6 +49,7 @@ class TimelineControls(Controls):
         ("instantiate", _F(_long, _long)),
         ("replay", _F(_int, _long, _long)),
         ("live_async_allocations", _F(_int)),
+        ("stream_create_blocking", _F(_long, _int)),
     ]
 
 
@@ -135,7 +136,14 @@ class Timeline:
         self._keep.append(buf)
         return buf
 
-    def stream(self, device=0):
+    def stream(self, device=0, blocking=False):
+        """A new stream: non-blocking as torch's, or blocking as CuPy's
+        (cudaStreamCreate's): the legacy stream of its context synchronizes
+        with it, so while it captures (self.c.begin_capture) any use of the
+        legacy stream fails with cudaErrorStreamCaptureImplicit (906) and
+        invalidates the capture."""
+        if blocking:
+            return self.c.stream_create_blocking(device)
         return self.c.stream_create(device)
 
     def gate(self, on_host_wait=False):

@@ -90,7 +90,7 @@ SOAK_JAX_N = 300000
 if HAVE_PYTHON
 soak: $(CAI_PY_STAGE)/.stamp
 	CAIBRIDGE_SOAK_N=$(SOAK_N) CAIBRIDGE_SOAK_JAX_N=$(SOAK_JAX_N) \
-	  $(PY_LOG_COMPILER) -s $(srcdir)/tests/python/test_soak.py
+	  $(CAI_PY_RUN) -s $(srcdir)/tests/python/test_soak.py
 else
 soak:
 	@echo "soak: configure found no Python; the soak needs the module" >&2

@@ -18,7 +18,7 @@ from shared import (  # noqa: F401  (re-exported to the tests)
     WORK_STREAM, ArrayInterface, DLDataType, DLDevice, DLManagedTensor,
     DLManagedTensorVersioned, DLPackVersion, DLTensor, ExchangeAPI, Header,
     OwnBuffer, OwnBytes, PyCapsule_GetName, PyCapsule_GetPointer,
-    PyCapsule_New, exchange_table)
+    PyCapsule_IsValid, PyCapsule_New, PyCapsule_SetName, exchange_table)
 
 
 def consumer(name, *submodules):
@@ -271,11 +271,6 @@ def dtype_of(dtype):
 
 # ---- Taking a tensor out of a capsule as a consumer does, and running its
 # deleter on a native thread that has no Python thread state.
-_api = ctypes.pythonapi
-_api.PyCapsule_SetName.restype = ctypes.c_int
-_api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_api.PyCapsule_IsValid.restype = ctypes.c_int
-_api.PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
 # Capsule names must outlive the capsule: module-level bytes objects.
 USED_VERSIONED = b"used_dltensor_versioned"
 USED_LEGACY = b"used_dltensor"
@@ -297,11 +292,11 @@ def take_tensor(capsule):
     """Takes the tensor out of a DLPack capsule as a consumer would (the
     capsule is renamed used, so only we may delete it); returns (tensor
     address, deleter address)."""
-    versioned = _api.PyCapsule_IsValid(capsule, b"dltensor_versioned") == 1
+    versioned = PyCapsule_IsValid(capsule, b"dltensor_versioned") == 1
     name = b"dltensor_versioned" if versioned else b"dltensor"
     tensor = PyCapsule_GetPointer(capsule, name)
     assert tensor, "not a DLPack capsule"
-    assert _api.PyCapsule_SetName(
+    assert PyCapsule_SetName(
         capsule, USED_VERSIONED if versioned else USED_LEGACY) == 0
     deleter = ctypes.c_void_p.from_address(tensor +
                                            DELETER_OFFSET[versioned]).value

@@ -50,7 +50,9 @@ EXTRA_DIST += $(CAI_PYTHON_TESTS) tests/python/conftest.py \
 
 if HAVE_PYTHON
 TESTS += $(CAI_PYTHON_TESTS)
-PY_LOG_COMPILER = env PYTHONDONTWRITEBYTECODE=1 \
+PY_LOG_COMPILER = $(CAI_TEST_LIMIT) $(CAI_PY_RUN)
+# How a Python test file runs (make soak uses it with no time limit).
+CAI_PY_RUN = env PYTHONDONTWRITEBYTECODE=1 \
 	HYPOTHESIS_STORAGE_DIRECTORY='$(abs_builddir)/tests/python/hypothesis-db' \
 	PYTHONPATH='$(abs_builddir)/python/stage'$${PYTHONPATH:+:$$PYTHONPATH} \
 	$(PYTHON) $(srcdir)/tests/python/tapreport.py -p no:cacheprovider \

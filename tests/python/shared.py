@@ -71,17 +71,25 @@ DLTENSOR_FROM_PY = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object,
 WORK_STREAM = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.c_int32,
                                 _P(ctypes.c_void_p))
 
-# The capsule calls (ctypes.pythonapi's functions are shared: set once).
-_api = ctypes.pythonapi
-PyCapsule_New = _api.PyCapsule_New
-PyCapsule_New.restype = ctypes.py_object
-PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-PyCapsule_GetName = _api.PyCapsule_GetName
-PyCapsule_GetName.restype = ctypes.c_char_p
-PyCapsule_GetName.argtypes = [ctypes.py_object]
-PyCapsule_GetPointer = _api.PyCapsule_GetPointer
-PyCapsule_GetPointer.restype = ctypes.c_void_p
-PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+# The capsule calls, as functions of our own with their prototypes set
+# once: ctypes.pythonapi's objects are shared, and setting their argtypes
+# while another thread calls them fails with the GIL off (3.13t).
+def pythonapi_function(name, restype, *argtypes):
+    return ctypes.PYFUNCTYPE(restype, *argtypes)((name, ctypes.pythonapi))
+
+
+PyCapsule_New = pythonapi_function("PyCapsule_New", ctypes.py_object,
+                                   ctypes.c_void_p, ctypes.c_char_p,
+                                   ctypes.c_void_p)
+PyCapsule_GetName = pythonapi_function("PyCapsule_GetName", ctypes.c_char_p,
+                                       ctypes.py_object)
+PyCapsule_GetPointer = pythonapi_function(
+    "PyCapsule_GetPointer", ctypes.c_void_p, ctypes.py_object,
+    ctypes.c_char_p)
+PyCapsule_SetName = pythonapi_function("PyCapsule_SetName", ctypes.c_int,
+                                       ctypes.py_object, ctypes.c_char_p)
+PyCapsule_IsValid = pythonapi_function("PyCapsule_IsValid", ctypes.c_int,
+                                       ctypes.py_object, ctypes.c_char_p)
 
 
 def exchange_table(cls):

@@ -17,6 +17,7 @@ import pytest
 
 import caibridge
 from conftest import CAIProducer, HostProducer, cai_of, collect, filled
+from shared import PyCapsule_GetPointer
 
 GOOD = {"shape": (4, 3), "typestr": "<f4", "data": (4096, False),
         "version": 3}
@@ -85,11 +86,8 @@ def test_max_version_zero_gives_legacy():
 # ---- Requests of the DLPack protocol on host memory ---------------------
 
 def capsule_flags(capsule):
-    get = ctypes.pythonapi.PyCapsule_GetPointer
-    get.restype = ctypes.c_void_p
-    get.argtypes = [ctypes.py_object, ctypes.c_char_p]
     return ctypes.c_uint64.from_address(
-        get(capsule, b"dltensor_versioned") + 24).value
+        PyCapsule_GetPointer(capsule, b"dltensor_versioned") + 24).value
 
 
 def test_host_stream_rules():

@@ -207,10 +207,8 @@ def test_readonly_versioned_flag_in_capsule():
     import ctypes
     capsule = caibridge.as_dlpack(HostProducer(readonly())).__dlpack__(
         max_version=(1, 3))
-    get = ctypes.pythonapi.PyCapsule_GetPointer
-    get.restype = ctypes.c_void_p
-    get.argtypes = [ctypes.py_object, ctypes.c_char_p]
-    tensor = get(capsule, b"dltensor_versioned")
+    from shared import PyCapsule_GetPointer
+    tensor = PyCapsule_GetPointer(capsule, b"dltensor_versioned")
     # DLManagedTensorVersioned: version (8 bytes), manager_ctx, deleter, flags.
     flags = ctypes.c_uint64.from_address(tensor + 24).value
     assert flags & 1, "READ_ONLY is set"
