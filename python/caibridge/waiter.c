@@ -89,6 +89,18 @@ static void *waiter(void *unused)
     return NULL;
 }
 
+/* changed, made anew, its timed waits on the monotonic clock. */
+static void make_changed(void)
+{
+    pthread_condattr_t attr;
+
+    if (pthread_condattr_init(&attr) == 0) {
+        if (pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) == 0)
+            (void)pthread_cond_init(&changed, &attr);
+        pthread_condattr_destroy(&attr);
+    }
+}
+
 /* The lock is held across fork, so the child's copy is whole; the child
  * has no waiter and starts none.  Its condition variable is made anew: the
  * waiter may have been inside a timed wait at fork, holding the variable's
@@ -109,20 +121,14 @@ static void fork_child(void)
     running = 0;
     busy = 0;
     closed = 1;
-    pthread_cond_init(&changed, NULL);
+    make_changed();
     pthread_mutex_unlock(&lock);
 }
 
 /* Also makes changed's timed waits monotonic, before any thread uses it. */
 static void watch_fork(void)
 {
-    pthread_condattr_t attr;
-
-    if (pthread_condattr_init(&attr) == 0) {
-        if (pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) == 0)
-            (void)pthread_cond_init(&changed, &attr);
-        pthread_condattr_destroy(&attr);
-    }
+    make_changed();
     pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
