@@ -14,7 +14,8 @@ if test -f "$cai_built_doubles/libcudart-double.so"; then
   CAIBRIDGE_TEST_DOUBLES=`umask 077 && \
     mktemp -d "${TMPDIR:-/tmp}/caibridge-doubles.XXXXXX"` || exit 1
   trap 'rm -rf "$CAIBRIDGE_TEST_DOUBLES"' 0
-  for cai_lib in libcudart-double.so libcudart-partial.so libplanted.so; do
+  for cai_lib in libcudart-double.so libcudart-partial.so libplanted.so \
+      libnvtx-record.so; do
     if test -f "$cai_built_doubles/$cai_lib"; then
       cp "$cai_built_doubles/$cai_lib" "$CAIBRIDGE_TEST_DOUBLES/" &&
         chmod 0755 "$CAIBRIDGE_TEST_DOUBLES/$cai_lib" || exit 1
