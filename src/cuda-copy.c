@@ -361,6 +361,17 @@ int cai_cuda_copy_free(const cai_copy_t *copy, cai_error_t *err)
     if ((status = cai_op_begin(&op, "copy", err)) != 0)
         return status;
     if (cai_ctx_save(&op) == 0 && enter_copy_home(&op, copy) > 0) {
+        enum cudaStreamCaptureStatus state;
+
+        /* A blocking stream of the context capturing (a GC release during
+         * a CuPy capture): any use of the legacy stream would invalidate
+         * that capture.  The per-thread stream waits for the legacy one's
+         * earlier work and not for the capture, so the free goes there. */
+        if (cai_rt.stream_is_capturing(legacy, &state) ==
+            cudaErrorStreamCaptureImplicit) {
+            cai_rt.get_last_error(); /* ours, expected: not left pending */
+            legacy = cai_stream_handle(CAI_STREAM_PER_THREAD);
+        }
         /* Not freed before the copy ran: left allocated if the wait fails. */
         if (copy->filled == NULL ||
             !cai_op_failed(&op, "cudaStreamWaitEvent",

@@ -518,3 +518,26 @@ def test_a_handle_consumer_takes_no_edge(tl, still, path):
     assert alive() is None
     assert tl.c.log().decode() == "", "the release named a stream"
     tl.open(gate)
+
+
+def test_a_copy_freed_during_a_blocking_capture_keeps_the_capture(tl, still):
+    """A device copy made on stream 1 and released (a GC release) while a
+    CuPy-like blocking stream of its context captures a graph: its free
+    names no legacy stream, which would invalidate that capture, and goes
+    after the copy all the same."""
+    a = tl.stream()
+    src = tl.buffer(value=NEW)
+    view = caibridge.as_dlpack(CAIArray(src, a))
+    capsule = view.__dlpack__(stream=LEGACY, copy=True, max_version=(1, 3))
+    tl.drain()
+    caibridge._core._release_poll()
+    cupy = tl.stream(blocking=True)
+    tl.c.begin_capture(cupy, 8)
+    live = tl.c.live_async_allocations()
+    release_capsule(capsule)
+    assert tl.c.capture_state(cupy) == 1, "the free broke the capture"
+    assert tl.c.end_capture(cupy) == 0
+    tl.drain()
+    assert tl.c.live_async_allocations() == live - 1, "the copy was not freed"
+    assert tl.c.pending_error() == 0, "906 was left as the last error"
+    del view
