@@ -145,15 +145,47 @@ static void own_stream_no_wait(void)
     cai_fence_destroy(fence, NULL);
 }
 
+/* A poll that waits (at exit) lets the owner go after the consumer's work:
+ * the kernel's gate opens only when the host waits for it. */
+static void waiting_poll_waits(void)
+{
+    cai_desc_t desc;
+    cai_fence_t *fence = NULL;
+    cai_error_t err;
+    long a, b;
+    int gate;
+
+    timeline();
+    a = cuda->stream_create(0);
+    b = cuda->stream_create(0);
+    desc = producer(a, kDLCUDA, 0);
+    desc.data = src;
+    is_int(CAI_OK, cai_fence_record(&desc, &fence, &err),
+           "waiting poll: fence");
+    gate = cuda->gate_new();
+    cuda->gate_open_on_host_wait(gate);
+    cuda->launch_copy(b, out, src, N, gate);
+    released = 0;
+    is_int(CAI_OK,
+           cai_fence_release_owner(fence, b, 0, NULL, count_release, &err),
+           "waiting poll: released");
+    cai_fence_destroy(fence, NULL);
+    is_int(0, released, "waiting poll: kept while the read is held");
+    is_int(CAI_OK, cai_release_poll(1, &err), "waiting poll: the poll");
+    is_int(1, released, "waiting poll: the owner went after the read");
+    ok(all_bytes(out, N, 7), "waiting poll: the read had run");
+}
+
 int main(void)
 {
     cuda = use_double();
-    plan(9 + 2 * 8 + 2 * 4 + 3);
+    plan(9 + 2 * 8 + 2 * 4 + 3 + 6);
     same_handle_release();
     no_fence_release();
     reused_handle(1);
     reused_handle(0);
     own_stream_no_wait();
+    waiting_poll_waits();
     cuda->reset();
     return 0;
 }

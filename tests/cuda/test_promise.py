@@ -11,7 +11,7 @@ import weakref
 import pytest
 
 from test_exchange_streams import handed_out, release
-from test_race import LEGACY, NEW, PER_THREAD, double, tl  # noqa: F401
+from test_race import LEGACY, NEW, OLD, PER_THREAD, double, tl  # noqa: F401
 from test_streams import release_capsule
 from timeline_double import CAIArray, PatchedArray, caibridge
 
@@ -414,9 +414,12 @@ def test_a_release_that_cannot_record_waits_for_the_consumer(tl, still,
     release_it = via_from_dlpack(producer, LEGACY)
     del producer
     ran = []
-    tl.host_func(LEGACY, lambda: ran.append(1))     # needs the interpreter
+    # The host function, which needs the interpreter, runs only once the
+    # host waits: a gate that opens then holds the stream before it.
     gate = tl.gate(on_host_wait=True)
-    tl.copy(LEGACY, out, src, gate)                 # the consumer's read
+    tl.fill(LEGACY, tl.buffer(), OLD, gate)
+    tl.host_func(LEGACY, lambda: ran.append(1))
+    tl.copy(LEGACY, out, src)                       # the consumer's read
     tl.c.fail(failing.encode(), 400)
     release_it()
     tl.c.fail(failing.encode(), 0)
