@@ -10,6 +10,7 @@ import weakref
 
 import pytest
 
+from test_batch import calls, still  # noqa: F401
 from test_exchange_streams import handed_out, release
 from test_race import LEGACY, NEW, OLD, PER_THREAD, double, tl  # noqa: F401
 from test_streams import release_capsule
@@ -129,18 +130,6 @@ def test_no_ordering_asked_takes_no_edge(tl, path):
 
 
 # ---- "The same stream" is proven, never taken from a handle's value ----
-
-def calls(tl, name):
-    return tl.c.log().decode().count(name + "(")
-
-
-@pytest.fixture
-def still():
-    """The release waiter paused: the call log is this test's alone."""
-    caibridge._core._release_waiter(False)
-    yield
-    caibridge._core._release_waiter(True)
-
 
 @pytest.mark.parametrize("batch", [False, True], ids=["view", "batch"])
 def test_a_producer_handle_taken_over_by_a_new_stream_waits(tl, still,
