@@ -534,3 +534,43 @@ def test_a_copy_freed_during_a_blocking_capture_keeps_the_capture(tl, still):
     assert tl.c.live_async_allocations() == live - 1, "the copy was not freed"
     assert tl.c.pending_error() == 0, "906 was left as the last error"
     del view
+
+
+def via_batch(producer, consumer):
+    """as_dlpack_all: a view of a batch, its fence shared."""
+    view = caibridge.as_dlpack_all([producer])[0]
+    capsule = view.__dlpack__(stream=consumer, max_version=(1, 3))
+    return lambda: release_capsule(capsule)
+
+
+ORDERED = [(p, c) for p in (via_view, via_batch, via_to_dlpack,
+                            via_add_dlpack, via_caiview, via_from_dlpack)
+           for c in (LEGACY, PER_THREAD)] + [(via_exchange, LEGACY)]
+
+
+@pytest.mark.parametrize("path,consumer", ORDERED,
+                         ids=[f"{p.__name__}-{c}" for p, c in ORDERED])
+def test_ordered_after_the_producer_and_kept_until_read(tl, path, consumer):
+    """Both halves of the promise in one: the producer's write is held back
+    on its own stream; the consumer's read, queued with no gate of its own,
+    must wait for it (ordered), and the producer must outlive that read
+    (kept), though the tensor is released before either ran."""
+    src, out = tl.buffer(), tl.buffer()
+    a = tl.stream()
+    gate = tl.gate()
+    tl.fill(a, src, NEW, gate)                      # the producer's write
+    kind = PatchedArray if path is via_add_dlpack else CAIArray
+    producer = kind(src, a)
+    alive = weakref.ref(producer)
+    release_it = path(producer, consumer)
+    del producer
+    tl.copy(consumer, out, src)                     # the consumer's read
+    release_it()
+    gc.collect()
+    assert alive() is not None, "released before the read had run"
+    tl.open(gate)
+    tl.drain()
+    caibridge._core._release_poll()
+    gc.collect()
+    assert (out == NEW).all(), "the read ran before the producer's write"
+    assert alive() is None
