@@ -549,10 +549,13 @@ static inline int view_tensor(DLPackViewObject *v, int versioned,
     if (v->home != NULL &&
         owner_away(v->home, (PyObject *)v, &owner, &release) != 0)
         return no_owner_memory(err);
-    /* Handed to a consumer stream: its release keeps the producer until
+    /* Memory of CUDA handed to a consumer stream (the exchange table names
+     * stream 1 for host data too): its release keeps the producer until
      * the consumer's work is done (the reverse edge), whether or not the
      * producer named a stream; not when ordering is off. */
-    if (consumer != CAI_STREAM_NO_SYNC && v->sync && v->st->sync_enabled &&
+    if (consumer != CAI_STREAM_NO_SYNC &&
+        cai_is_cuda_device(v->device.device_type) && v->sync &&
+        v->st->sync_enabled &&
         edge_owner(v->fence, v->device, consumer, at, &owner, &release) != 0) {
         release(owner);
         return no_owner_memory(err);

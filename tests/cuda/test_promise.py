@@ -574,3 +574,15 @@ def test_ordered_after_the_producer_and_kept_until_read(tl, path, consumer):
     gc.collect()
     assert (out == NEW).all(), "the read ran before the producer's write"
     assert alive() is None
+
+
+def test_host_memory_through_the_table_takes_no_edge(tl, still):
+    """The exchange table names stream 1 for host data too; no consumer
+    stream reads host memory, so its release makes no CUDA call."""
+    import numpy as np
+    host = np.zeros(8, np.uint8)
+    rc, tensor = handed_out(caibridge.as_dlpack(host), "managed")
+    assert rc == 0
+    tl.lib.double_clear_log()
+    release(tensor)
+    assert tl.c.log().decode() == "", "a host tensor's release called CUDA"
